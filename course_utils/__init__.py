@@ -1,0 +1,91 @@
+"""course_utils: the tested reference code of the course *Transformers from Scratch*.
+
+Every notebook builds one concept live, checks it against this package and PyTorch, and from then
+on imports it from here. Conventions: batch first, ``(B, T, d_model)``; heads
+``(B, n_heads, T, d_k)``; bool masks with True = may attend.
+"""
+
+from .attention import MultiHeadAttention, fused_attention, scaled_dot_product_attention
+from .checks import (
+    check_causal_mask,
+    check_label_smoothing,
+    check_layer_norm,
+    check_padding_mask,
+    check_scaled_dot_product_attention,
+    check_shift_right,
+    check_sinusoidal_encoding,
+    check_split_heads,
+)
+from .data import CharTokenizer, encode_pairs, random_batches, reversal_pairs
+from .dates import DATE_FORMATS, DateTask
+from .decoder import Decoder, DecoderLayer
+from .encoder import Encoder, EncoderLayer
+from .layers import FeedForward, LayerNorm
+from .masks import causal_mask, padding_mask, target_mask
+from .model import Transformer, greedy_decode
+from .positional import PositionalEncoding, sinusoidal_encoding
+from .reference import TorchTransformer
+from .train import History, TrainConfig, exact_match, lr_factor, noam_lr, seq2seq_loss, train
+from .utils import count_parameters, get_device, set_seed
+from .viz import (
+    attention_chart,
+    attention_grid,
+    attention_heatmap,
+    loss_curve,
+    positional_encoding_chart,
+    positional_encoding_heatmap,
+    positional_waves,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DATE_FORMATS",
+    "CharTokenizer",
+    "DateTask",
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "History",
+    "LayerNorm",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "TorchTransformer",
+    "TrainConfig",
+    "Transformer",
+    "attention_chart",
+    "attention_grid",
+    "attention_heatmap",
+    "causal_mask",
+    "check_causal_mask",
+    "check_label_smoothing",
+    "check_layer_norm",
+    "check_padding_mask",
+    "check_scaled_dot_product_attention",
+    "check_shift_right",
+    "check_sinusoidal_encoding",
+    "check_split_heads",
+    "count_parameters",
+    "encode_pairs",
+    "exact_match",
+    "fused_attention",
+    "get_device",
+    "greedy_decode",
+    "loss_curve",
+    "lr_factor",
+    "noam_lr",
+    "padding_mask",
+    "positional_encoding_chart",
+    "positional_encoding_heatmap",
+    "positional_waves",
+    "random_batches",
+    "reversal_pairs",
+    "scaled_dot_product_attention",
+    "seq2seq_loss",
+    "set_seed",
+    "sinusoidal_encoding",
+    "target_mask",
+    "train",
+]

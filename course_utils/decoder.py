@@ -1,0 +1,89 @@
+"""The decoder layer and stack (section 3.1 of the paper).
+
+Shape letters: B batch, T target length, S source length. Masks are bool, True = may attend.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from ._interop import copy_params, torch_layer_config
+from .attention import MultiHeadAttention
+from .layers import FeedForward, LayerNorm
+
+__all__ = ["Decoder", "DecoderLayer"]
+
+
+class DecoderLayer(nn.Module):
+    r"""Masked self-attention, cross-attention over the encoder output, then a feed-forward network.
+
+    ``forward(x (B, T, d_model), memory (B, S, d_model), src_mask, tgt_mask)`` -> ``(B, T, d_model)``.
+    ``tgt_mask`` (usually ``target_mask(tgt, pad_id)``, ``(B, 1, T, T)``) keeps each position from
+    seeing later ones. In cross-attention the **queries come from the decoder** (``x``) and the keys
+    and values from ``memory``, masked with ``src_mask`` (``(B, 1, 1, S)``): each target position
+    asks which source positions matter to it. Residuals and norms as in ``EncoderLayer``.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps) for _ in range(3))
+        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
+
+    def _self_attention(self, x: Tensor, tgt_mask: Tensor | None) -> Tensor:
+        return self.dropout1(self.self_attn(query=x, key=x, value=x, mask=tgt_mask))
+
+    def _cross_attention(self, x: Tensor, memory: Tensor, src_mask: Tensor | None) -> Tensor:
+        return self.dropout2(self.cross_attn(query=x, key=memory, value=memory, mask=src_mask))
+
+    def _feed_forward(self, x: Tensor) -> Tensor:
+        return self.dropout3(self.feed_forward(x))
+
+    def forward(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+    ) -> Tensor:
+        if self.norm_first:
+            x = x + self._self_attention(self.norm1(x), tgt_mask)
+            x = x + self._cross_attention(self.norm2(x), memory, src_mask)
+            x = x + self._feed_forward(self.norm3(x))
+        else:
+            x = self.norm1(x + self._self_attention(x, tgt_mask))
+            x = self.norm2(x + self._cross_attention(x, memory, src_mask))
+            x = self.norm3(x + self._feed_forward(x))
+        return x  # (B, T, d_model)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderLayer:
+        """An equivalent layer with the weights of ``nn.TransformerDecoderLayer`` (ReLU, batch_first)."""
+        ours = cls(**torch_layer_config(layer, nn.TransformerDecoderLayer))
+        ours.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
+        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        copy_params(ours.feed_forward.w_1, layer.linear1)
+        copy_params(ours.feed_forward.w_2, layer.linear2)
+        for mine, theirs in ((ours.norm1, layer.norm1), (ours.norm2, layer.norm2), (ours.norm3, layer.norm3)):
+            copy_params(mine, theirs)
+        return ours.train(layer.training)
+
+
+class Decoder(nn.Module):
+    """A stack of ``n_layers`` decoder layers; pre-norm stacks end with one more ``LayerNorm``."""
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1, norm_first: bool = False
+    ) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
+        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def forward(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+    ) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, memory, src_mask, tgt_mask)
+        return self.norm(x)  # (B, T, d_model)

@@ -1,0 +1,78 @@
+"""The encoder layer and stack (section 3.1 of the paper).
+
+Shape letters: B batch, T source length. Masks are bool, True = may attend.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from ._interop import copy_params, torch_layer_config
+from .attention import MultiHeadAttention
+from .layers import FeedForward, LayerNorm
+
+__all__ = ["Encoder", "EncoderLayer"]
+
+
+class EncoderLayer(nn.Module):
+    r"""Self-attention, then a feed-forward network, each wrapped in a residual connection.
+
+    Post-norm (the paper, ``norm_first=False``): ``x = LayerNorm(x + Sublayer(x))``.
+    Pre-norm (most modern models, ``norm_first=True``): ``x = x + Sublayer(LayerNorm(x))``.
+    ``forward(x (B, T, d_model), mask)`` -> ``(B, T, d_model)``; ``mask`` is usually
+    ``padding_mask(src, pad_id)`` of shape ``(B, 1, 1, T)``.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model, eps), LayerNorm(d_model, eps)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def _self_attention(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self.dropout1(self.self_attn(query=x, key=x, value=x, mask=mask))
+
+    def _feed_forward(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.feed_forward(x))
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        if self.norm_first:
+            x = x + self._self_attention(self.norm1(x), mask)
+            x = x + self._feed_forward(self.norm2(x))
+        else:
+            x = self.norm1(x + self._self_attention(x, mask))
+            x = self.norm2(x + self._feed_forward(x))
+        return x  # (B, T, d_model)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderLayer:
+        """An equivalent layer with the weights of ``nn.TransformerEncoderLayer`` (ReLU, batch_first)."""
+        ours = cls(**torch_layer_config(layer, nn.TransformerEncoderLayer))
+        ours.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
+        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        copy_params(ours.feed_forward.w_1, layer.linear1)
+        copy_params(ours.feed_forward.w_2, layer.linear2)
+        copy_params(ours.norm1, layer.norm1)
+        copy_params(ours.norm2, layer.norm2)
+        return ours.train(layer.training)
+
+
+class Encoder(nn.Module):
+    """A stack of ``n_layers`` encoder layers; pre-norm stacks end with one more ``LayerNorm``."""
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1, norm_first: bool = False
+    ) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
+        # Post-norm layers already end in a norm; pre-norm ones leave the residual stream unnormalised.
+        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.norm(x)  # (B, T, d_model)

@@ -1,0 +1,62 @@
+"""Layer normalisation and the position-wise feed-forward network (section 3.3 of the paper).
+
+Shape letters: B batch, T sequence length.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["FeedForward", "LayerNorm"]
+
+
+class LayerNorm(nn.Module):
+    r"""y = (x - mean) / sqrt(var + eps) * weight + bias over the last dimension (Ba et al. 2016).
+
+    ``var`` is the *biased* variance (divide by d_model, not d_model - 1) and ``eps`` sits *inside*
+    the square root: both as ``nn.LayerNorm``, whose state dict this matches (``weight`` = scale
+    gamma, then ``bias`` = shift beta). The common ``(x - mean) / (x.std() + eps)`` differs on both
+    counts.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))  # gamma, the scale
+        self.bias = nn.Parameter(torch.zeros(d_model))  # beta, the shift
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.size(-1) != self.d_model:
+            raise ValueError(f"LayerNorm({self.d_model}) got input with last dimension {x.size(-1)}")
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = (x - mean).pow(2).mean(dim=-1, keepdim=True)  # (..., 1), biased
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+class FeedForward(nn.Module):
+    r"""FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to every position independently.
+
+    ``(B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model)``. Dropout acts on the hidden layer, as in
+    ``nn.TransformerEncoderLayer``. ``activation="gelu"`` gives the GPT variant.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}; got {activation!r}")
+        self.activation = activation
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = _ACTIVATIONS[self.activation](self.w_1(x))  # (B, T, d_ff)
+        return self.w_2(self.dropout(hidden))  # (B, T, d_model)

@@ -1,0 +1,205 @@
+"""Plots for the course. Every helper returns a matplotlib ``Figure`` or an Altair ``Chart``; the
+notebook displays it. Attention weights may be given as tensors or arrays of shape
+``(T_q, T_k)``, or ``(h, T_q, T_k)`` for one heatmap per head.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+if TYPE_CHECKING:  # Altair costs ~2 s to import: only the interactive charts load it
+    import altair as alt
+
+__all__ = [
+    "attention_chart", "attention_grid", "attention_heatmap", "loss_curve",
+    "positional_encoding_chart", "positional_encoding_heatmap", "positional_waves",
+]  # fmt: skip
+
+
+def _array(x, dims: tuple[int, ...], name: str) -> np.ndarray:
+    """Tensor or array -> float NumPy array with one of the allowed numbers of dimensions."""
+    a = np.asarray(x.detach().float().cpu() if hasattr(x, "detach") else x, dtype=float)
+    if a.ndim not in dims:
+        raise ValueError(f"{name} must have {' or '.join(map(str, dims))} dimensions; got shape {a.shape}")
+    return a
+
+
+def _labels(labels: Sequence[str] | None, n: int, axis: str) -> list[str]:
+    if labels is None:
+        return [str(i) for i in range(n)]
+    if len(labels) != n:
+        raise ValueError(f"{len(labels)} {axis} labels for {n} {axis} positions")
+    return [str(s) for s in labels]
+
+
+def _draw_heatmap(ax, w: np.ndarray, keys: list[str], queries: list[str], title: str | None, annotate: bool):
+    image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto")
+    ax.set_xticks(range(len(keys)), keys, rotation=90 if max(map(len, keys), default=0) > 2 else 0)
+    ax.set_yticks(range(len(queries)), queries)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    if title:
+        ax.set_title(title)
+    if annotate:
+        for (i, j), value in np.ndenumerate(w):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                    color="black" if value > 0.6 * w.max() else "white")  # fmt: skip
+    return image
+
+
+def attention_heatmap(
+    weights, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
+    *, title: str | None = None, annotate: bool | None = None,
+) -> Figure:  # fmt: skip
+    """One attention matrix ``(T_q, T_k)``: rows are queries, columns keys, labelled with tokens.
+
+    ``queries`` defaults to ``keys`` (self-attention). Values are written in the cells when the
+    matrix is small (at most 12 x 12) unless ``annotate`` says otherwise.
+    """
+    w = _array(weights, (2,), "weights")
+    keys = _labels(keys, w.shape[1], "key")
+    queries = keys if queries is None and w.shape[0] == w.shape[1] else _labels(queries, w.shape[0], "query")
+    annotate = max(w.shape) <= 12 if annotate is None else annotate
+    fig, ax = plt.subplots(figsize=(1.2 + 0.42 * len(keys), 0.9 + 0.38 * len(queries)), layout="constrained")
+    image = _draw_heatmap(ax, w, keys, queries, title, annotate)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="weight")
+    plt.close(fig)  # returned, not shown twice
+    return fig
+
+
+def attention_grid(
+    weights, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
+    *, titles: Sequence[str] | None = None, ncols: int = 4, suptitle: str | None = None,
+) -> Figure:  # fmt: skip
+    """One heatmap per head (or per layer): ``weights`` of shape ``(n, T_q, T_k)``."""
+    w = _array(weights, (3,), "weights")
+    n = w.shape[0]
+    keys = _labels(keys, w.shape[2], "key")
+    queries = keys if queries is None and w.shape[1] == w.shape[2] else _labels(queries, w.shape[1], "query")
+    titles = [f"head {i}" for i in range(n)] if titles is None else list(titles)
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    size = (0.6 + 0.3 * len(keys), 0.8 + 0.28 * len(queries))
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), layout="constrained", squeeze=False
+    )
+    for i, ax in enumerate(axes.flat):
+        if i < n:
+            _draw_heatmap(ax, w[i], keys, queries, titles[i], annotate=False)
+            if i % ncols:
+                ax.set_ylabel("")
+        else:
+            ax.set_axis_off()
+    if suptitle:
+        fig.suptitle(suptitle)
+    plt.close(fig)
+    return fig
+
+
+def attention_chart(
+    weights, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
+    *, title: str = "", head_names: Sequence[str] | None = None, cell: int = 22,
+) -> alt.Chart:  # fmt: skip
+    """Interactive Altair heatmap: hover a cell for its query, key and weight; hovering highlights
+    the query's row. With ``(h, T_q, T_k)`` weights, a dropdown picks the head (or layer)."""
+    import altair as alt
+    import pandas as pd
+
+    w = _array(weights, (2, 3), "weights")
+    w = w[None] if w.ndim == 2 else w
+    n, T_q, T_k = w.shape
+    keys = _labels(keys, T_k, "key")
+    queries = keys if queries is None and T_q == T_k else _labels(queries, T_q, "query")
+    names = _labels(head_names, n, "head") if head_names is not None else [f"head {i}" for i in range(n)]
+    h, q, k = np.meshgrid(np.arange(n), np.arange(T_q), np.arange(T_k), indexing="ij")
+    data = pd.DataFrame({
+        "head": np.array(names)[h.ravel()], "q": q.ravel(), "k": k.ravel(),
+        "query": np.array(queries)[q.ravel()], "key": np.array(keys)[k.ravel()],
+        "weight": np.round(w.ravel(), 4),  # rounded: smaller notebooks, stable outputs
+    })  # fmt: skip
+    # Positions, not token strings, index the axes (tokens repeat); labelExpr shows the tokens.
+    row = alt.selection_point(on="pointerover", fields=["q"], empty=False, clear="pointerout")
+    chart = alt.Chart(data, title=title).mark_rect(stroke="white", strokeWidth=0.5).encode(
+        x=alt.X("k:O", title="key (attended to)", axis=alt.Axis(labelExpr=f"{json.dumps(keys)}[datum.value]", labelAngle=0)),
+        y=alt.Y("q:O", title="query (attending)", axis=alt.Axis(labelExpr=f"{json.dumps(queries)}[datum.value]")),
+        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, round(float(w.max()), 4) or 1.0])),
+        opacity=alt.condition(row, alt.value(1.0), alt.value(0.85)),
+        tooltip=["head:N", "query:N", "key:N", alt.Tooltip("weight:Q", format=".3f")],
+    ).add_params(row).properties(width=cell * T_k, height=cell * T_q)  # fmt: skip
+    if n > 1:
+        pick = alt.param(name="head_pick", value=names[0], bind=alt.binding_select(options=names, name="show "))
+        chart = chart.add_params(pick).transform_filter(alt.datum.head == pick)
+    return chart
+
+
+def positional_encoding_heatmap(pe, *, title: str = "Sinusoidal positional encoding") -> Figure:
+    """The ``(positions, d_model)`` encoding as an image: one row per position."""
+    a = _array(pe, (2,), "pe")
+    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    image = ax.imshow(a, cmap="RdBu", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    ax.set_xlabel("dimension (even: sin, odd: cos)")
+    ax.set_ylabel("position")
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, label="value")
+    plt.close(fig)
+    return fig
+
+
+def positional_waves(pe, dims: Sequence[int] = (0, 1, 4, 8, 16), *, title: str | None = None) -> Figure:
+    """Chosen columns of the encoding against position: sine waves of growing wavelength."""
+    a = _array(pe, (2,), "pe")
+    fig, ax = plt.subplots(figsize=(7, 3), layout="constrained")
+    for d in dims:
+        ax.plot(a[:, d], label=f"dim {d} ({'sin' if d % 2 == 0 else 'cos'})")
+    ax.set_xlabel("position")
+    ax.set_ylabel("PE(pos, dim)")
+    ax.legend(loc="upper right", fontsize=8, ncols=len(dims))
+    ax.set_ylim(-1.2, 1.5)
+    if title:
+        ax.set_title(title)
+    plt.close(fig)
+    return fig
+
+
+def positional_encoding_chart(pe, *, title: str = "Positional encoding (hover for values)") -> alt.Chart:
+    """Interactive Altair heatmap of the encoding; hover for position, dimension and value."""
+    import altair as alt
+    import pandas as pd
+
+    a = _array(pe, (2,), "pe")
+    pos, dim = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")
+    data = pd.DataFrame({"position": pos.ravel(), "dimension": dim.ravel(), "value": np.round(a.ravel(), 3)})
+    return alt.Chart(data, title=title).mark_rect().encode(
+        x=alt.X("dimension:O", axis=alt.Axis(labelAngle=0, values=list(range(0, a.shape[1], 8)))),
+        y=alt.Y("position:O", axis=alt.Axis(values=list(range(0, a.shape[0], 5)))),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True)),
+        tooltip=["position:Q", "dimension:Q", alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=min(8 * a.shape[1], 600), height=min(6 * a.shape[0], 400))  # fmt: skip
+
+
+def loss_curve(
+    *histories, labels: Sequence[str] | None = None, title: str = "Training loss", smooth: int = 20
+) -> Figure:
+    """Training loss against step for one or more ``History`` objects (a running mean of ``smooth`` steps)."""
+    labels = _labels(labels, len(histories), "history") if labels is not None else [None] * len(histories)
+    fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
+    for history, label in zip(histories, labels):
+        loss = np.asarray(history.loss, dtype=float)
+        k = max(1, min(smooth, len(loss)))
+        smoothed = np.convolve(loss, np.ones(k) / k, mode="valid")
+        ax.plot(history.steps[k - 1 :], smoothed, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    if any(labels):
+        ax.legend()
+    ax.grid(alpha=0.3)
+    plt.close(fig)
+    return fig

@@ -1,0 +1,117 @@
+"""Each checker accepts the reference, and names the classic mistakes."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils import (
+    causal_mask,
+    check_causal_mask,
+    check_label_smoothing,
+    check_layer_norm,
+    check_padding_mask,
+    check_scaled_dot_product_attention,
+    check_shift_right,
+    check_sinusoidal_encoding,
+    check_split_heads,
+    padding_mask,
+    scaled_dot_product_attention,
+    sinusoidal_encoding,
+)
+
+
+def verdict(check, fn, capsys):
+    ok = check(fn)
+    return ok, capsys.readouterr().out
+
+
+def test_an_unfinished_exercise_is_reported_not_raised(capsys):
+    def todo(*args):
+        raise NotImplementedError
+
+    ok, out = verdict(check_causal_mask, todo, capsys)
+    assert not ok and "not written yet" in out
+
+
+def test_a_crashing_answer_is_reported_with_its_error(capsys):
+    ok, out = verdict(check_causal_mask, lambda size: torch.ones(size).tril(5, 3), capsys)
+    assert not ok and "raised" in out
+
+
+@pytest.mark.parametrize(
+    "check, reference",
+    [
+        (check_scaled_dot_product_attention, scaled_dot_product_attention),
+        (check_causal_mask, causal_mask),
+        (check_padding_mask, padding_mask),
+        (check_split_heads, lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 2)),
+        (check_sinusoidal_encoding, sinusoidal_encoding),
+        (check_layer_norm, lambda x, w, b, eps: F.layer_norm(x, x.shape[-1:], w, b, eps)),
+        (check_shift_right, lambda tgt: (tgt[:, :-1], tgt[:, 1:])),
+        (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
+    ],
+)
+def test_the_reference_passes(check, reference, capsys):
+    ok, out = verdict(check, reference, capsys)
+    assert ok and out.startswith("✅")
+
+
+def test_attention_without_scaling_is_named(capsys):
+    ok, out = verdict(check_scaled_dot_product_attention, lambda q, k, v, m=None: (q @ k.transpose(-2, -1)).softmax(-1) @ v, capsys)
+    assert not ok and "sqrt(d_k)" in out
+
+
+def test_attention_ignoring_the_mask_is_caught(capsys):
+    def no_mask(q, k, v, mask=None):
+        return ((q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))).softmax(-1) @ v
+
+    ok, out = verdict(check_scaled_dot_product_attention, no_mask, capsys)
+    assert not ok and "with a mask" in out
+
+
+def test_transposed_causal_mask_is_named(capsys):
+    ok, out = verdict(check_causal_mask, lambda n: torch.ones(n, n, dtype=torch.bool).triu(), capsys)
+    assert not ok and "transposed" in out
+
+
+def test_inverted_padding_mask_is_named(capsys):
+    ok, out = verdict(check_padding_mask, lambda t, p: (t == p)[:, None, None, :], capsys)
+    assert not ok and "True marks the padding" in out
+
+
+def test_split_heads_with_a_plain_view_is_named(capsys):
+    ok, out = verdict(check_split_heads, lambda x, h: x.view(x.size(0), h, x.size(1), -1), capsys)
+    assert not ok and "mixes positions" in out
+
+
+def test_positional_encoding_with_2i_twice_is_named(capsys):
+    def buggy(max_len, d_model):
+        pe = torch.zeros(max_len, d_model)
+        pos = torch.arange(max_len)[:, None].float()
+        i = torch.arange(0, d_model, 2)
+        pe[:, 0::2] = torch.sin(pos / 10000 ** (2 * i / d_model))
+        pe[:, 1::2] = torch.cos(pos / 10000 ** (2 * i / d_model))
+        return pe
+
+    ok, out = verdict(check_sinusoidal_encoding, buggy, capsys)
+    assert not ok and "2i is applied twice" in out
+
+
+def test_layer_norm_with_unbiased_std_and_eps_outside_is_named(capsys):
+    def tutorial(x, w, b, eps):
+        return w * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) + b
+
+    ok, out = verdict(check_layer_norm, tutorial, capsys)
+    assert not ok and "unbiased std" in out
+
+
+def test_swapped_teacher_forcing_is_named(capsys):
+    ok, out = verdict(check_shift_right, lambda tgt: (tgt[:, 1:], tgt[:, :-1]), capsys)
+    assert not ok and "swapped" in out
+
+
+def test_label_smoothing_without_smoothing_is_caught(capsys):
+    ok, out = verdict(check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target), capsys)
+    assert not ok and "smoothing=0.1" in out

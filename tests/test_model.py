@@ -1,0 +1,102 @@
+"""The full Transformer: shapes, causality, padding invariance, initialisation, greedy decoding."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from course_utils import (
+    TorchTransformer,
+    Transformer,
+    causal_mask,
+    greedy_decode,
+    padding_mask,
+    target_mask,
+)
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def small(cls=Transformer, **kw):
+    return cls(src_vocab_size=20, tgt_vocab_size=15, d_model=32, n_heads=4, n_layers=2, d_ff=64, **kw).eval()
+
+
+def test_encode_decode_forward_shapes():
+    model = small()
+    src, tgt = torch.randint(3, 20, (2, 9)), torch.randint(3, 15, (2, 5))
+    memory = model.encode(src, padding_mask(src, PAD))
+    assert memory.shape == (2, 9, 32)
+    logits = model.decode(tgt, memory, padding_mask(src, PAD), causal_mask(5))
+    assert logits.shape == (2, 5, 15)
+    assert_close(model(src, tgt, padding_mask(src, PAD), causal_mask(5)), logits)
+
+
+@pytest.mark.parametrize("cls", [Transformer, TorchTransformer])
+def test_changing_future_target_tokens_never_changes_earlier_logits(cls):
+    model = small(cls)
+    src, tgt = torch.randint(3, 20, (2, 7)), torch.randint(3, 15, (2, 6))
+    logits = model(src, tgt, padding_mask(src, PAD), target_mask(tgt, PAD))
+    changed = tgt.clone()
+    changed[:, 4:] = torch.randint(3, 15, (2, 2))
+    new = model(src, changed, padding_mask(src, PAD), target_mask(changed, PAD))
+    assert_close(new[:, :4], logits[:, :4])
+    assert not torch.allclose(new[:, 4:], logits[:, 4:])
+
+
+@pytest.mark.parametrize("cls", [Transformer, TorchTransformer])
+def test_changing_padded_source_tokens_never_changes_the_logits(cls):
+    model = small(cls)
+    src = torch.tensor([[5, 6, 7, 8, PAD, PAD], [9, 10, PAD, PAD, PAD, PAD]])
+    tgt = torch.randint(3, 15, (2, 4))
+    logits = model(src, tgt, padding_mask(src, PAD), causal_mask(4))
+    garbage = src.clone()
+    garbage[src == PAD] = 17  # same positions, other tokens, still masked as padding
+    assert_close(model(garbage, tgt, padding_mask(src, PAD), causal_mask(4)), logits)
+
+
+def test_embeddings_are_scaled_to_the_size_of_the_positional_signal():
+    model = Transformer(1000, 1000, d_model=256, n_heads=4, n_layers=1, d_ff=64)
+    scaled = model.src_embed.weight * 256**0.5
+    assert 0.9 < scaled.std().item() < 1.1
+
+
+def test_greedy_decode_takes_the_argmax_at_each_step_and_stops_at_eos():
+    model = small()
+    src = torch.randint(3, 20, (3, 6))
+    out = greedy_decode(model, src, padding_mask(src, PAD), max_len=7, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    assert out.dtype == torch.long and out.shape[0] == 3 and out.shape[1] <= 7
+    assert torch.all(out[:, 0] == BOS)
+    memory = model.encode(src, padding_mask(src, PAD))
+    for t in range(1, out.size(1)):  # each token is the argmax given the tokens before it
+        logits = model.decode(out[:, :t], memory, padding_mask(src, PAD), causal_mask(t))
+        expected = logits[:, -1].argmax(-1)
+        finished = (out[:, 1:t] == EOS).any(dim=1)
+        assert torch.equal(out[~finished, t], expected[~finished])
+        assert torch.all(out[finished, t] == PAD)
+
+
+def test_greedy_decode_stops_early_once_every_row_has_ended():
+    model = small()
+    with torch.no_grad():
+        model.generator.bias.fill_(-1e4)
+        model.generator.bias[EOS] = 1e4  # always predicts <eos>
+    src = torch.randint(3, 20, (2, 5))
+    out = greedy_decode(model, src, None, max_len=10, bos_id=BOS, eos_id=EOS)
+    assert out.tolist() == [[BOS, EOS], [BOS, EOS]]
+
+
+def test_greedy_decode_runs_in_eval_mode_and_restores_the_mode():
+    model = small(dropout=0.5).train()
+    src = torch.randint(3, 20, (2, 5))
+    first = greedy_decode(model, src, None, 6, BOS, EOS)
+    assert model.training
+    assert torch.equal(first, greedy_decode(model, src, None, 6, BOS, EOS))  # no dropout inside
+
+
+def test_bad_tokens_give_clear_errors():
+    model = small()
+    with pytest.raises(ValueError, match=r"ids outside \[0, 20\)"):
+        model.encode(torch.tensor([[3, 25]]))
+    with pytest.raises(ValueError, match=r"shape \(B, T\)"):
+        model.encode(torch.tensor([3, 4]))
+    with pytest.raises(ValueError, match="max_len must be at least 1"):
+        greedy_decode(model, torch.tensor([[3, 4]]), None, 0, BOS, EOS)
