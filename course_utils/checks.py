@@ -1,7 +1,7 @@
 """Exercise checkers: each runs a student's function against the reference and says what differs.
 
-Every ``check_*`` prints one verdict and returns True (correct) or False (not yet): a wrong or
-unfinished answer never stops the notebook. Where a mistake is a classic one (a missing
+Every ``check_*`` prints one verdict and returns a ``Verdict``, true when the answer is correct and
+shown as nothing in a notebook: a wrong or unfinished answer never stops the notebook. Where a mistake is a classic one (a missing
 sqrt(d_k), 2i applied twice, unbiased variance), the message names it.
 """
 
@@ -63,16 +63,32 @@ def _differs(got, reference: Tensor) -> bool:
     )
 
 
-def _verdict(run: Callable[[], str]) -> bool:
+class Verdict:
+    """The outcome of a check: ``bool(verdict)`` says whether it passed; ``.message`` says why."""
+
+    def __init__(self, passed: bool, message: str) -> None:
+        self.passed, self.message = passed, message
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"Verdict(passed={self.passed})"
+
+    def _ipython_display_(self) -> None:  # the message is already printed; show nothing more
+        pass
+
+
+def _verdict(run: Callable[[], str]) -> Verdict:
     try:
-        print("✅ " + run())
-        return True
+        message = "✅ " + run()
     except _NotYet as e:
-        print("❌ " + str(e))
-        return False
+        message = "❌ " + str(e)
+    print(message)
+    return Verdict(message.startswith("✅"), message)
 
 
-def check_scaled_dot_product_attention(fn: Callable) -> bool:
+def check_scaled_dot_product_attention(fn: Callable) -> Verdict:
     """``fn(query, key, value, mask=None)`` returns the output, or ``(output, weights)``."""
 
     def run() -> str:
@@ -95,7 +111,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> bool:
     return _verdict(run)
 
 
-def check_causal_mask(fn: Callable) -> bool:
+def check_causal_mask(fn: Callable) -> Verdict:
     """``fn(size)`` returns a bool ``(size, size)`` mask, True where position i may attend to j."""
 
     def run() -> str:
@@ -114,7 +130,7 @@ def check_causal_mask(fn: Callable) -> bool:
     return _verdict(run)
 
 
-def check_padding_mask(fn: Callable) -> bool:
+def check_padding_mask(fn: Callable) -> Verdict:
     """``fn(tokens (B, T), pad_id)`` returns a bool ``(B, 1, 1, T)`` mask, True at real tokens."""
 
     def run() -> str:
@@ -130,7 +146,7 @@ def check_padding_mask(fn: Callable) -> bool:
     return _verdict(run)
 
 
-def check_split_heads(fn: Callable) -> bool:
+def check_split_heads(fn: Callable) -> Verdict:
     """``fn(x (B, T, d_model), n_heads)`` returns ``(B, n_heads, T, d_k)``."""
 
     def run() -> str:
@@ -149,7 +165,7 @@ def check_split_heads(fn: Callable) -> bool:
     return _verdict(run)
 
 
-def check_sinusoidal_encoding(fn: Callable) -> bool:
+def check_sinusoidal_encoding(fn: Callable) -> Verdict:
     """``fn(max_len, d_model)`` returns the ``(max_len, d_model)`` sinusoidal table."""
 
     def run() -> str:
@@ -171,7 +187,7 @@ def check_sinusoidal_encoding(fn: Callable) -> bool:
     return _verdict(run)
 
 
-def check_layer_norm(fn: Callable) -> bool:
+def check_layer_norm(fn: Callable) -> Verdict:
     """``fn(x, weight, bias, eps)`` normalises over the last dimension, as ``F.layer_norm``."""
 
     def run() -> str:
@@ -193,7 +209,7 @@ def check_layer_norm(fn: Callable) -> bool:
     return _verdict(run)
 
 
-def check_shift_right(fn: Callable) -> bool:
+def check_shift_right(fn: Callable) -> Verdict:
     """``fn(tgt (B, T))`` returns ``(decoder_input, labels)`` for teacher forcing, each ``(B, T - 1)``."""
 
     def run() -> str:
@@ -210,7 +226,7 @@ def check_shift_right(fn: Callable) -> bool:
     return _verdict(run)
 
 
-def check_label_smoothing(fn: Callable) -> bool:
+def check_label_smoothing(fn: Callable) -> Verdict:
     """``fn(logits (N, V), target (N,), smoothing)`` returns the mean label-smoothed cross-entropy."""
 
     def run() -> str:

@@ -63,7 +63,7 @@ def test_dropout_zeroes_some_weights_only_when_asked():
 
 def test_a_non_bool_mask_is_rejected_with_the_fix():
     q = torch.randn(3, 4)
-    with pytest.raises(TypeError, match="True = may attend.*mask.bool\\(\\).*mask == 0"):
+    with pytest.raises(TypeError, match=r"True = may attend.*mask\.bool\(\).*mask == 0"):
         scaled_dot_product_attention(q, q, q, torch.ones(3, 3))
 
 

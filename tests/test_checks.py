@@ -59,7 +59,9 @@ def test_the_reference_passes(check, reference, capsys):
 
 
 def test_attention_without_scaling_is_named(capsys):
-    ok, out = verdict(check_scaled_dot_product_attention, lambda q, k, v, m=None: (q @ k.transpose(-2, -1)).softmax(-1) @ v, capsys)
+    ok, out = verdict(
+        check_scaled_dot_product_attention, lambda q, k, v, m=None: (q @ k.transpose(-2, -1)).softmax(-1) @ v, capsys
+    )
     assert not ok and "sqrt(d_k)" in out
 
 

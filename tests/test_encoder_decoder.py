@@ -85,13 +85,13 @@ def test_stacks_keep_the_shape_and_pre_norm_stacks_end_with_a_norm(norm_first):
 
 
 def test_from_torch_refuses_what_it_cannot_mirror():
-    with pytest.raises(ValueError, match="activation.*relu"):
+    with pytest.raises(ValueError, match=r"activation.*relu"):
         EncoderLayer.from_torch(nn.TransformerEncoderLayer(D, H, FF, activation="gelu", batch_first=True))
     with pytest.raises(ValueError, match="batch_first=True"):
         DecoderLayer.from_torch(nn.TransformerDecoderLayer(D, H, FF))
     with pytest.raises(ValueError, match="bias=False"):
         EncoderLayer.from_torch(nn.TransformerEncoderLayer(D, H, FF, batch_first=True, bias=False))
-    with pytest.raises(TypeError, match="nn.TransformerDecoderLayer"):
+    with pytest.raises(TypeError, match=r"nn\.TransformerDecoderLayer"):
         DecoderLayer.from_torch(nn.TransformerEncoderLayer(D, H, FF, batch_first=True))
 
 

@@ -37,7 +37,7 @@ def test_relative_positions_are_a_rotation():
     for j, w in enumerate(omega):
         c, s = math.cos(k * w), math.sin(k * w)
         M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
-    assert_close(pe[k:] , pe[:-k] @ M.T, atol=1e-6, rtol=0)
+    assert_close(pe[k:], pe[:-k] @ M.T, atol=1e-6, rtol=0)
 
 
 def test_positional_encoding_adds_the_table_and_is_not_saved():
@@ -50,7 +50,7 @@ def test_positional_encoding_adds_the_table_and_is_not_saved():
 
 def test_positional_encoding_errors_name_the_fix():
     layer = PositionalEncoding(16, max_len=8)
-    with pytest.raises(ValueError, match="T=9 exceeds max_len=8.*max_len >= 9"):
+    with pytest.raises(ValueError, match=r"T=9 exceeds max_len=8.*max_len >= 9"):
         layer(torch.randn(1, 9, 16))
     with pytest.raises(ValueError, match="d_model=16"):
         layer(torch.randn(1, 4, 15))

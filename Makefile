@@ -1,0 +1,62 @@
+# Transformers from Scratch: every command sets up .venv first, so a fresh clone needs only these.
+#   make lab        install, then open JupyterLab on the first notebook
+#   make test       install, then lint, unit tests and every notebook re-executed by nbval
+#   make outputs    re-execute every notebook on the CPU and store its outputs (commit the result)
+#   make notebooks  rebuild notebooks/*.ipynb from notebooks/src/*.py without running them
+#   make benchmark  time our Transformer against nn.Transformer (see benchmarks/README.md)
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Exact versions, so that committed outputs reproduce; `make lab CONSTRAINTS=` takes the newest releases instead.
+CONSTRAINTS ?= .ci/constraints.txt
+PIP_CONSTRAINTS := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+# Committed outputs come from the CPU: the same seeded code prints other floats on a GPU.
+CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0
+
+.PHONY: install lab test lint unit nbval outputs notebooks benchmark constraints clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python requirements.txt pyproject.toml $(CONSTRAINTS)
+	$(BIN)/python -m pip install $(PIP_CONSTRAINTS) -e ".[test]"
+	@touch $@
+
+install: $(VENV)/.installed
+
+lab: install
+	$(BIN)/python -m pip install -q $(PIP_CONSTRAINTS) -e ".[test,lab]"
+	$(BIN)/jupyter lab notebooks/01_attention.ipynb
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+unit: install
+	$(BIN)/python -m pytest tests
+
+nbval: install
+	$(CPU_ONLY) $(BIN)/python -m pytest $(NBVAL) notebooks
+
+test: lint install
+	$(CPU_ONLY) $(BIN)/python -m pytest tests notebooks $(NBVAL) -q
+
+outputs: install
+	$(CPU_ONLY) $(BIN)/python notebooks/build.py --execute
+
+notebooks: install
+	$(BIN)/python notebooks/build.py
+
+benchmark: install
+	$(BIN)/python benchmarks/bench_transformer.py
+
+constraints: install
+	$(BIN)/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' | grep -v '^-e' > $(CONSTRAINTS).new
+	@echo "review and move $(CONSTRAINTS).new to $(CONSTRAINTS)"
+
+clean:
+	rm -rf $(VENV) build *.egg-info

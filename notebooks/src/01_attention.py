@@ -1,0 +1,466 @@
+# %% [markdown]
+# # 01 · Attention
+#
+# {{COLAB_BADGE}}
+#
+# *Transformers from Scratch*, chapter 1 of 7 · next: [02 · Multi-head attention](02_multi_head_attention.ipynb)
+#
+# Attention is the one idea the Transformer is built on: every position of a sequence looks at
+# every other position and takes what it needs. In this chapter you build it from nothing.
+#
+# **You will learn**
+# - queries, keys and values, and attention as a *soft dictionary lookup*;
+# - scaled dot-product attention, $\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V$,
+#   and **why** it divides by $\sqrt{d_k}$: measured here, not just asserted;
+# - padding and causal masks, what a `False` entry does, and the NaN trap of a row with nothing to attend to;
+# - self-attention versus cross-attention;
+# - how to draw attention as a heatmap, static and interactive;
+# - the $O(T^2)$ cost of attention, timed.
+#
+# **Prerequisites:** Python and a little PyTorch (tensors, `@`, `softmax`). No prior knowledge of attention.
+#
+# **Time:** about 45 minutes.
+
+# %% [markdown]
+# ## Setup
+# On Colab this installs the course's small package, `course_utils` (Colab's own PyTorch is kept);
+# locally it is already installed (see the README). Seeds are fixed so that you see the numbers printed here.
+
+# %% tags=["nbval-ignore-output"]
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # on Colab: install course_utils from the repository
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{{PIP_SPEC}}"], check=True)
+
+import math
+import time
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from course_utils import (
+    attention_chart,
+    attention_heatmap,
+    causal_mask,
+    check_causal_mask,
+    check_padding_mask,
+    check_scaled_dot_product_attention,
+    get_device,
+    padding_mask,
+    scaled_dot_product_attention,
+    set_seed,
+)
+
+set_seed(0)
+device = get_device()
+print(f"PyTorch {torch.__version__}, running on {device}")
+
+# %% [markdown]
+# ## 1. A soft dictionary lookup
+#
+# A Python `dict` answers a query by finding the one key that **equals** it and returning that key's value.
+# Attention does the same thing *softly*: it scores how well the query matches **every** key, turns
+# the scores into weights that sum to 1, and returns the weighted average of **all** the values.
+#
+# Here the keys are 2-D vectors, the values are numbers, and the query is close to the key of "cat":
+
+# %%
+keys = torch.tensor([[1.0, 0.0], [0.9, 0.3], [0.0, 1.0]])  # "cat", "kitten", "car": (3 keys, 2 dims)
+values = torch.tensor([10.0, 12.0, 50.0])  # one value per key
+query = torch.tensor([1.0, 0.1])  # close to "cat"
+
+scores = keys @ query  # (3,): one similarity per key, the dot product q . k
+weights = scores.softmax(dim=0)  # (3,): positive, sum to 1
+answer = weights @ values  # a weighted average of the values
+
+print("scores :", scores)
+print("weights:", weights.round(decimals=3), "sum =", round(weights.sum().item(), 4))
+print(f"answer : {answer:.2f}  (a hard lookup of 'cat' would give 10; 'car' barely counts)")
+
+# %% [markdown]
+# The answer mixes "cat" and "kitten" (similar keys) and nearly ignores "car". Nothing in it is hard-coded:
+# change the query and the answer moves smoothly. That smoothness is what makes attention
+# **differentiable**, so a network can *learn* what to look for.
+#
+# ## 2. Queries, keys and values from a sentence
+#
+# In a Transformer, the sequence attends to itself. Every token $x_i$ (a vector of size $d_{\text{model}}$)
+# is projected three times, by three learned matrices:
+#
+# $$q_i = x_i W^Q \quad\text{(what am I looking for?)}, \qquad k_i = x_i W^K \quad\text{(what do I offer?)}, \qquad v_i = x_i W^V \quad\text{(what do I pass on?)}$$
+#
+# To see the mechanism work before any training, we build a tiny world by hand. Each token is
+# described by its word class, and $W^Q$ is chosen so that *verbs look for nouns*,
+# *determiners look for nouns*, *nouns look for verbs*, *prepositions look for nouns*.
+
+# %%
+tokens = ["the", "cat", "sat", "on", "the", "mat"]
+classes = ["det", "noun", "verb", "prep"]
+word_class = {"the": "det", "cat": "noun", "sat": "verb", "on": "prep", "mat": "noun"}
+
+X = torch.stack([F.one_hot(torch.tensor(classes.index(word_class[t])), len(classes)).float() for t in tokens])
+print("X:", tuple(X.shape), "= (T, d_model): one row per token")
+
+looks_for = {"det": "noun", "noun": "verb", "verb": "noun", "prep": "noun"}
+W_q = torch.zeros(4, 4)
+for c, target in looks_for.items():
+    W_q[classes.index(c), classes.index(target)] = 6.0  # a query points at the class it looks for
+W_k = torch.eye(4)  # a key simply announces its own class
+W_v = torch.eye(4)  # the value passes the class on
+
+Q, K, V = X @ W_q, X @ W_k, X @ W_v  # each (T, d_k) = (6, 4)
+print("Q, K, V:", tuple(Q.shape), tuple(K.shape), tuple(V.shape), "= (T, d_k)")
+
+# %% [markdown]
+# ### Scores, scaling, softmax, weighted sum
+#
+# All the dot products at once are one matrix product: $S = QK^\top$, of shape $(T, T)$, with
+# $S_{ij} = q_i \cdot k_j$: how much token $i$ wants token $j$. We divide by $\sqrt{d_k}$ (section 3
+# explains why), apply a softmax along each **row**, and average the values with those weights.
+
+# %%
+d_k = Q.size(-1)
+scores = Q @ K.T  # (T, d_k) @ (d_k, T) -> (T, T)
+weights = torch.softmax(scores / math.sqrt(d_k), dim=-1)  # (T, T): row i = how token i spreads its attention
+output = weights @ V  # (T, T) @ (T, d_k) -> (T, d_k)
+
+print("scores", tuple(scores.shape), "-> weights", tuple(weights.shape), "-> output", tuple(output.shape))
+print("every row sums to 1:", torch.allclose(weights.sum(dim=-1), torch.ones(len(tokens))))
+print(weights.round(decimals=2))
+
+# %% [markdown]
+# The same weights as a heatmap: row = the token that is attending (the query), column = the token
+# attended to (the key). `attention_heatmap` comes from `course_utils`; it returns a matplotlib figure.
+
+# %%
+attention_heatmap(weights, tokens, title="Hand-built attention: who looks at whom")
+
+# %% [markdown]
+# "sat" looks at the nouns "cat" and "mat", each "the" looks at the nouns, the nouns look at the verb.
+# Notice what is **missing**: "sat" cannot tell that "cat" is its subject and "mat" is not, and both
+# "the"s behave identically. Attention compares *contents* only: it has no idea of word order.
+# Chapter 03 adds positions.
+#
+# ## 3. Why divide by $\sqrt{d_k}$? Measured
+#
+# Suppose the components of $q$ and $k$ are independent with mean 0 and variance 1. Then
+# $q \cdot k = \sum_{m=1}^{d_k} q_m k_m$ is a sum of $d_k$ terms of variance 1, so
+# $\operatorname{Var}(q \cdot k) = d_k$: the scores spread out as $d_k$ grows. Let us check that, and see what
+# it does to the softmax.
+
+# %%
+set_seed(0)
+dims = [4, 16, 64, 256, 1024]
+n_keys, n_trials = 16, 2000
+rows = []
+for dk in dims:
+    q = torch.randn(n_trials, 1, dk)  # (trials, 1 query, d_k)
+    k = torch.randn(n_trials, n_keys, dk)  # (trials, 16 keys, d_k)
+    raw = (q @ k.transpose(1, 2)).squeeze(1)  # (trials, 16): unscaled scores
+    for name, s in (("q.k", raw), ("q.k/sqrt(d_k)", raw / math.sqrt(dk))):
+        p = s.softmax(dim=-1)
+        # how much gradient can flow back through the softmax: d p_j / d s_j = p_j (1 - p_j)
+        rows.append((dk, name, s.var().item(), p.max(dim=-1).values.mean().item(), (p * (1 - p)).sum(-1).mean().item()))
+
+print(f"{'d_k':>5} {'scores':>14} {'variance':>9} {'mean max weight':>16} {'softmax slope':>14}")
+for dk, name, var, top, slope in rows:
+    print(f"{dk:>5} {name:>14} {var:>9.1f} {top:>16.2f} {slope:>14.3f}")
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), layout="constrained")
+for name, style in (("q.k", "o-"), ("q.k/sqrt(d_k)", "s--")):
+    sel = [r for r in rows if r[1] == name]
+    for ax, col in zip(axes, (2, 3, 4)):
+        ax.plot(dims, [r[col] for r in sel], style, label=name)
+for ax, title in zip(axes, ("variance of the scores", "mean largest weight (16 keys)", "softmax slope  Σ p(1-p)")):
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("d_k")
+    ax.set_title(title)
+    ax.legend()
+axes[0].set_yscale("log")
+plt.close(fig)
+fig
+
+# %% [markdown]
+# Without scaling, the variance of the scores grows exactly like $d_k$ (left), the softmax puts almost
+# all its weight on a single key (middle), and its slope, the gradient the network learns from,
+# collapses towards 0 (right): a **saturated** softmax barely learns. Dividing by $\sqrt{d_k}$ brings the
+# variance back to 1 for every $d_k$, keeps the weights spread out and the gradients alive. That is the
+# whole reason for the $\sqrt{d_k}$ in
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V .$$
+#
+# ## 4. Masks: who may look at whom
+#
+# A mask is a boolean matrix laid over the scores. The course uses **one** convention everywhere, the
+# one of PyTorch's `F.scaled_dot_product_attention`: **`True` means "may attend"**. A `False` entry
+# has its score replaced by $-\infty$ *before* the softmax, so its weight $e^{-\infty} = 0$ is exactly zero,
+# and the remaining weights of the row still sum to 1.
+#
+# ### Padding masks
+# Sentences in a batch have different lengths, so the short ones are padded. No token should attend to
+# padding. `padding_mask(tokens, pad_id)` is `True` at real tokens, with shape `(B, 1, 1, T)`: the two
+# singleton axes broadcast over heads and query positions.
+
+# %%
+PAD = 0
+batch = torch.tensor([[5, 6, 7, 8], [5, 9, PAD, PAD]])  # two sentences, the second padded: (B=2, T=4)
+mask = padding_mask(batch, PAD)
+print("padding mask:", tuple(mask.shape), "= (B, 1, 1, T)")
+print(mask[:, 0, 0].int())
+
+set_seed(0)
+x = torch.randn(2, 1, 4, 8)  # (B, h=1 head, T, d): stand-ins for the token vectors
+_, w = scaled_dot_product_attention(x, x, x, mask)  # course_utils' version: returns (output, weights)
+print("weights:", tuple(w.shape), "= (B, h, T_q, T_k); those of sentence 2, whose last two tokens are padding:")
+print(w[1, 0].round(decimals=2))
+
+# %% [markdown]
+# Columns 2 and 3, the padding *keys*, get exactly 0 from every query. (Rows 2 and 3 are padding
+# *queries*: their outputs are computed but later ignored by the loss.)
+#
+# ### Causal masks
+# A model that generates text one token at a time must not peek at the future: position $i$ may only
+# attend to positions $j \le i$. That is the lower triangle:
+
+# %%
+print(causal_mask(5).int())
+
+# %%
+_, w = scaled_dot_product_attention(Q, K, V, causal_mask(len(tokens)))
+attention_heatmap(w, tokens, title="The hand-built attention with a causal mask")
+
+# %% [markdown]
+# "the" (first) can only look at itself; "sat" can look at "the" and "cat" but no longer at "mat".
+#
+# ### The NaN trap
+# What if a row of the mask is **all** `False`, so a query has nothing at all to attend to? Then every
+# score in that row is $-\infty$ and the softmax computes $0/0$:
+
+# %%
+scores = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+row_mask = torch.tensor([[True, True, False], [False, False, False]])  # the second query may see nothing
+naive = scores.masked_fill(~row_mask, float("-inf")).softmax(dim=-1)
+print("naive softmax:\n", naive)
+print("one NaN poisons everything it touches: sum of the outputs =", (naive @ torch.ones(3, 2)).sum().item())
+
+# %% [markdown]
+# One NaN spreads through every later layer and into the loss, and training is ruined. It happens more
+# easily than you would think, for example when a mask hides padding *queries* as well as keys, or when a
+# mask written for another convention is passed in (PyTorch's `nn.MultiheadAttention` uses `True` =
+# *blocked*). Two popular "fixes" are worse than they look: filling with a large negative number
+# such as `-1e9` gives such a row **uniform** weights over the masked keys, so it silently attends
+# to padding.
+#
+# `course_utils.scaled_dot_product_attention` gives such a row all-zero weights and a zero output,
+# exactly what `F.scaled_dot_product_attention` returns:
+
+# %%
+v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+ours, w = scaled_dot_product_attention(scores, torch.eye(3), v, row_mask)
+theirs = F.scaled_dot_product_attention(scores, torch.eye(3), v, attn_mask=row_mask)
+print("weights:\n", w.round(decimals=3))
+print("same as PyTorch:", torch.allclose(ours, theirs))
+
+# %% [markdown]
+# ## 5. Self-attention and cross-attention
+#
+# Nothing forces queries, keys and values to come from the same sequence.
+# - **Self-attention:** $Q$, $K$, $V$ all come from the same sequence: shape $(T, T)$ weights.
+# - **Cross-attention:** $Q$ comes from one sequence (length $T_q$), $K$ and $V$ from another (length
+#   $T_k$). The weights are $(T_q, T_k)$ and the output has one row **per query**. In a translation
+#   model the *decoder* asks (queries) and the *encoder's output* answers (keys and values): chapter 05.
+
+# %%
+set_seed(0)
+d = 8
+source = torch.randn(7, d)  # e.g. 7 encoded words of a source sentence: (T_k, d)
+target = torch.randn(3, d)  # 3 target words written so far: (T_q, d)
+out, w = scaled_dot_product_attention(query=target, key=source, value=source)
+print(
+    "query",
+    tuple(target.shape),
+    "key/value",
+    tuple(source.shape),
+    "-> weights",
+    tuple(w.shape),
+    "-> output",
+    tuple(out.shape),
+)
+
+# %% [markdown]
+# The output has the length of the **queries**. That is how to spot the classic bug of taking the
+# queries from the encoder in cross-attention: the output then has the source's length, which only goes
+# unnoticed when source and target happen to be equally long.
+#
+# ## 6. Your version, the course's, and PyTorch's
+#
+# Here is everything above as one function, written for any number of leading batch dimensions
+# `(..., T, d_k)`:
+
+
+# %%
+def attention(query, key, value, mask=None):
+    """softmax(Q K^T / sqrt(d_k)) V with a bool mask (True = may attend). Returns (output, weights)."""
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)  # (..., T_q, T_k)
+    return weights @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+# %% [markdown]
+# It must agree with `course_utils.scaled_dot_product_attention` (which adds input checks and the NaN-safe
+# rows) and with PyTorch's fused `F.scaled_dot_product_attention`, on batched inputs with $T_q \neq T_k$,
+# with and without a mask:
+
+# %%
+set_seed(0)
+q, k, v = torch.randn(2, 4, 5, 16), torch.randn(2, 4, 9, 16), torch.randn(2, 4, 9, 16)  # (B, h, T, d_k)
+m = torch.rand(2, 1, 5, 9) > 0.3
+m[..., 0] = True  # every query may see at least one key
+for mask in (None, m):
+    mine, _ = attention(q, k, v, mask)
+    course, _ = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(mine, course)
+    torch.testing.assert_close(mine, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+print("✓ attention == course_utils.scaled_dot_product_attention == F.scaled_dot_product_attention")
+
+# %% [markdown]
+# From the next chapter on, we import `scaled_dot_product_attention` from `course_utils` instead of
+# redefining it.
+#
+# ## 7. Interactive: hover over the attention
+#
+# The same hand-built weights as an interactive chart (Altair): hover a cell to read the query, the key and
+# the exact weight; the hovered row is highlighted.
+
+# %% tags=["nbval-ignore-output"]
+attention_chart(weights, tokens, title="Hand-built attention (hover a cell)")
+
+# %% [markdown]
+# ## 8. The cost: $O(T^2)$
+#
+# The weight matrix has one entry per (query, key) pair: $T^2$ numbers per head. Doubling the sequence
+# length quadruples the time and the memory of attention. We time one attention call for growing $T$
+# (timings vary from machine to machine; the *slope* is what matters):
+
+# %% tags=["nbval-ignore-output"]
+set_seed(0)
+lengths = [256, 512, 1024, 2048]
+seconds, megabytes = [], []
+for T in lengths:
+    q = k = v = torch.randn(1, 4, T, 64)  # (B=1, h=4, T, d_k=64)
+    scaled_dot_product_attention(q, k, v)  # warm-up
+    start = time.perf_counter()
+    for _ in range(3):
+        _, w = scaled_dot_product_attention(q, k, v)
+    seconds.append((time.perf_counter() - start) / 3)
+    megabytes.append(w.numel() * w.element_size() / 2**20)
+    print(f"T = {T:5d}: {1000 * seconds[-1]:7.1f} ms, weights {megabytes[-1]:6.1f} MB")
+growth = math.log(seconds[-1] / seconds[0]) / math.log(lengths[-1] / lengths[0])
+print(f"time grows like T^{growth:.1f}; memory like T^2 exactly ({megabytes[-1] / megabytes[0]:.0f}x for 8x longer)")
+
+# %% [markdown]
+# This quadratic cost is why long contexts are expensive, and why fused kernels such as
+# `F.scaled_dot_product_attention` (FlashAttention on GPUs) avoid ever storing the $T \times T$ matrix.
+#
+# ## Pitfalls
+#
+# | Mistake | What happens | Fix |
+# | --- | --- | --- |
+# | forgetting $/\sqrt{d_k}$ | softmax saturates for large $d_k$, gradients vanish (section 3) | divide the scores by `math.sqrt(d_k)` |
+# | `softmax(dim=-2)` | each **key's** weights sum to 1 instead of each query's | softmax over the keys: `dim=-1` |
+# | a mask of the other convention | attends exactly where it must not (PyTorch's `nn.MultiheadAttention` uses True = blocked) | one convention; convert once, with `~mask`, at the border |
+# | a query row with nothing to attend to | NaN everywhere, or silent attention to padding with `-1e9` | give such rows zero weight (as here), or never build them |
+# | a `(B, T)` padding mask used as is | broadcasts against the wrong axes, or fails | reshape to `(B, 1, 1, T)` as `padding_mask` does |
+# | cross-attention queries from the encoder | output has the source's length; unnoticed when lengths match | queries from the decoder, keys/values from the encoder |
+#
+# ## Summary
+#
+# - Attention is a soft dictionary lookup: scores $QK^\top$, softmax over the keys, weighted sum of $V$.
+# - Dividing by $\sqrt{d_k}$ keeps the score variance at 1, so the softmax does not saturate.
+# - Masks (True = may attend) set scores to $-\infty$; masked weights are exactly 0.
+# - Self-attention: $Q, K, V$ from one sequence. Cross-attention: $Q$ from one, $K, V$ from another.
+# - Attention alone ignores order, and costs $O(T^2)$ time and memory.
+#
+# ## Exercises
+#
+# Write each function in the cell, then run the cell: the `check_*` helper tests it against the reference
+# and tells you precisely what differs.
+#
+# **Exercise 1.** Write scaled dot-product attention yourself, for inputs of shape `(..., T, d_k)` and an
+# optional bool mask (True = may attend). Return the output (or the pair output, weights).
+
+
+# %%
+def my_attention(query, key, value, mask=None):
+    # your code here
+    raise NotImplementedError
+
+
+check_scaled_dot_product_attention(my_attention)
+
+# %% [markdown]
+# <details><summary>Show a solution</summary>
+#
+# ```python
+# def my_attention(query, key, value, mask=None):
+#     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+#     if mask is not None:
+#         scores = scores.masked_fill(~mask, float("-inf"))
+#     weights = scores.softmax(dim=-1)
+#     return weights @ value, weights
+# ```
+# </details>
+#
+# **Exercise 2.** Write `my_causal_mask(size)`: a bool `(size, size)` tensor, True where query $i$ may
+# attend to key $j$. Hint: `torch.tril`.
+
+
+# %%
+def my_causal_mask(size):
+    # your code here
+    raise NotImplementedError
+
+
+check_causal_mask(my_causal_mask)
+
+# %% [markdown]
+# <details><summary>Show a solution</summary>
+#
+# ```python
+# def my_causal_mask(size):
+#     return torch.tril(torch.ones(size, size, dtype=torch.bool))
+# ```
+# </details>
+#
+# **Exercise 3.** Write `my_padding_mask(tokens, pad_id)`: from token ids `(B, T)`, a bool mask of shape
+# `(B, 1, 1, T)` that is True at real tokens.
+
+
+# %%
+def my_padding_mask(tokens, pad_id):
+    # your code here
+    raise NotImplementedError
+
+
+check_padding_mask(my_padding_mask)
+
+# %% [markdown]
+# <details><summary>Show a solution</summary>
+#
+# ```python
+# def my_padding_mask(tokens, pad_id):
+#     return (tokens != pad_id)[:, None, None, :]
+# ```
+# </details>
+#
+# **Going further.** Change the hand-built $W^Q$ in section 2 so that nouns look at determiners, and
+# predict the heatmap before you draw it.
+#
+# Next: [02 · Multi-head attention](02_multi_head_attention.ipynb): several attentions side by side,
+# each with its own projections.

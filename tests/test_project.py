@@ -1,0 +1,105 @@
+"""The project's promises about its own files: requirements, notebooks, outputs."""
+
+import importlib.util
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# What Google Colab preinstalls (its published package list, 2026-08): our lower bounds must not exceed it.
+COLAB = {"torch": "2.11.0", "numpy": "2.1.3", "matplotlib": "3.10.0", "pandas": "2.2.3", "altair": "5.5.0",
+         "tqdm": "4.67", "ipywidgets": "7.7.1"}  # fmt: skip
+CONDA_NAMES = {"torch": "pytorch"}
+
+
+def version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+def requirements() -> dict[str, str]:
+    found = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            m = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([\d.]+)", line)
+            assert m, f"requirements.txt must hold lower bounds only (name>=version): {line!r}"
+            found[m.group(1)] = m.group(2)
+    return found
+
+
+def test_requirements_are_lower_bounds_that_colab_already_meets():
+    reqs = requirements()
+    assert set(reqs) == set(COLAB)
+    for name, bound in reqs.items():
+        assert version(bound) <= version(COLAB[name]), f"{name}>={bound} would make Colab reinstall {name}"
+
+
+def test_environment_yml_mirrors_requirements():
+    deps = {}
+    for line in (ROOT / "environment.yml").read_text().splitlines():
+        m = re.fullmatch(r"  - ([A-Za-z0-9_.-]+)>=([\d.]+)", line)
+        if m:
+            deps[m.group(1)] = m.group(2)
+    for name, bound in requirements().items():
+        assert deps.get(CONDA_NAMES.get(name, name)) == bound, f"environment.yml lacks {name}>={bound}"
+
+
+def test_ci_constraints_pin_every_requirement_exactly():
+    pins = dict(line.split("==") for line in (ROOT / ".ci/constraints.txt").read_text().splitlines() if "==" in line)
+    for name, bound in requirements().items():
+        assert name in pins and version(pins[name].split("+")[0]) >= version(bound)
+
+
+def load_builder():
+    spec = importlib.util.spec_from_file_location("build", ROOT / "notebooks" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_source_has_its_notebook_and_they_agree():
+    builder = load_builder()
+    sources = sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
+    assert [s.stem for s in sources] == [n.stem for n in NOTEBOOKS]
+    for src in sources:
+        committed = nbformat.read(ROOT / "notebooks" / f"{src.stem}.ipynb", as_version=4)
+        assert builder.comparable(committed) == builder.comparable(builder.build(src)), (
+            f"{src.stem}.ipynb differs from notebooks/src/{src.name}: run `make outputs`"
+        )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_outputs_come_from_one_clean_run(path):
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert [c["execution_count"] for c in code] == list(range(1, len(code) + 1)), "run `make outputs`"
+    assert not [o for c in code for o in c["outputs"] if o["output_type"] == "error"]
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert path.stat().st_size < 2_000_000, "keep notebooks under 2 MB"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_notebook_opens_in_colab_from_its_own_badge(path):
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
+    nb = json.loads(path.read_text())
+    first = "".join(nb["cells"][0]["source"])
+    badge = f"https://colab.research.google.com/github/{cfg['repository']}/blob/{cfg['branch']}/notebooks/{path.name}"
+    assert first.startswith("# ") and badge in first
+    text = json.dumps(nb)
+    assert "{{" not in text, "an unstamped placeholder"
+    assert f"git+https://github.com/{cfg['repository']}@{cfg['branch']}" in text
+    assert 'renderers.enable("mimetype")' not in text
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_notebook_has_checked_exercises_with_hidden_solutions(path):
+    nb = json.loads(path.read_text())
+    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert code.count("check_") >= 2 and markdown.count("<details>") >= 2
+    assert "set_seed(" in code and "get_device()" in code
