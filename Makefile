@@ -12,8 +12,9 @@ BIN := $(VENV)/bin
 CONSTRAINTS ?= .ci/constraints.txt
 PIP_CONSTRAINTS := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
-# Committed outputs come from the CPU: the same seeded code prints other floats on a GPU.
-CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0
+# Committed outputs come from the CPU (the same seeded code prints other floats on a GPU), with
+# plain-text progress bars whose final line reads well in a saved notebook.
+CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0 COURSE_PROGRESS=text
 
 .PHONY: install lab test lint unit nbval outputs notebooks benchmark constraints clean
 

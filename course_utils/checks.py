@@ -19,7 +19,8 @@ from .masks import causal_mask, padding_mask
 from .positional import sinusoidal_encoding
 
 __all__ = [
-    "check_causal_mask", "check_label_smoothing", "check_layer_norm", "check_padding_mask",
+    "check_causal_mask", "check_label_smoothing", "check_layer_norm", "check_merge_heads",
+    "check_mha_parameter_count", "check_padding_mask",
     "check_scaled_dot_product_attention", "check_shift_right", "check_sinusoidal_encoding",
     "check_split_heads",
 ]  # fmt: skip
@@ -161,6 +162,38 @@ def check_split_heads(fn: Callable) -> Verdict:
             )
         _same(got, expected, "split heads")
         return "split_heads is right: (B, T, d_model) -> (B, T, h, d_k) -> (B, h, T, d_k)."
+
+    return _verdict(run)
+
+
+def check_merge_heads(fn: Callable) -> Verdict:
+    """``fn(x (B, n_heads, T, d_k))`` returns ``(B, T, n_heads * d_k)``, the heads side by side."""
+
+    def run() -> str:
+        x = torch.arange(2 * 4 * 3 * 2, dtype=torch.float32).reshape(2, 4, 3, 2)
+        got = _call(fn, x)
+        expected = x.transpose(1, 2).reshape(2, 3, 8)
+        if isinstance(got, Tensor) and got.shape == expected.shape and torch.equal(got, x.reshape(2, 3, 8)):
+            raise _NotYet("right shape, wrong values: transpose(1, 2) back to (B, T, h, d_k) before the reshape")
+        _same(got, expected, "merged heads")
+        return "merge_heads is right: (B, h, T, d_k) -> (B, T, h, d_k) -> (B, T, h * d_k)."
+
+    return _verdict(run)
+
+
+def check_mha_parameter_count(fn: Callable) -> Verdict:
+    """``fn(d_model, n_heads)`` returns the number of parameters of multi-head attention (with biases)."""
+
+    def run() -> str:
+        from .attention import MultiHeadAttention
+
+        for d_model, n_heads in ((8, 2), (64, 4), (512, 8), (512, 1)):
+            expected = sum(p.numel() for p in MultiHeadAttention(d_model, n_heads).parameters())
+            got = _call(fn, d_model, n_heads)
+            if got != expected:
+                hint = " (did you forget the biases?)" if got == 4 * d_model**2 else ""
+                raise _NotYet(f"for d_model={d_model}, n_heads={n_heads}: got {got}, expected {expected}{hint}")
+        return "right: 4 * d_model**2 + 4 * d_model, whatever the number of heads."
 
     return _verdict(run)
 

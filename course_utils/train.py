@@ -6,6 +6,8 @@ Shape letters: B batch, S source length, T target length, V vocabulary size.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
 from .attention import fused_attention
@@ -128,7 +131,10 @@ def train(
     )
     history, shown = History(), {}
     start = time.perf_counter()
-    bar = tqdm(range(config.steps), desc=desc, disable=not progress, mininterval=0.5)
+    # A widget in notebooks; COURSE_PROGRESS=text gives a plain-text bar, whose last line stays readable
+    # in saved notebooks (the committed outputs are made that way).
+    bar_type = text_tqdm if os.environ.get("COURSE_PROGRESS") == "text" else tqdm
+    bar = bar_type(range(config.steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout)
     for step in bar:
         lr = config.lr * lr_factor(step, config)
         for group in optimizer.param_groups:

@@ -125,15 +125,24 @@ def build(src: Path) -> nbformat.NotebookNode:
 
 
 def clean_outputs(nb: nbformat.NotebookNode) -> None:
-    """Keep outputs that read well everywhere: progress-bar widgets become their final text."""
+    """Keep outputs that read well everywhere: a progress bar keeps only the line a reader would see
+    (the text after its last carriage return), and widgets keep their text form."""
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         cell.metadata.pop("execution", None)
+        merged = []
         for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            data.pop("application/vnd.jupyter.widget-view+json", None)
+            output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+            if output.output_type == "stream" and merged and merged[-1].get("name") == output.name:
+                merged[-1].text += output.text  # one progress bar arrives as many stream messages
+            else:
+                merged.append(output)
+        for output in merged:
+            if output.output_type == "stream":
+                output.text = "\n".join(line.rsplit("\r", 1)[-1] for line in output.text.split("\n"))
+        cell.outputs = merged
 
 
 def execute(nb: nbformat.NotebookNode, name: str) -> float:

@@ -11,6 +11,8 @@ from course_utils import (
     check_causal_mask,
     check_label_smoothing,
     check_layer_norm,
+    check_merge_heads,
+    check_mha_parameter_count,
     check_padding_mask,
     check_scaled_dot_product_attention,
     check_shift_right,
@@ -50,6 +52,8 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
         (check_sinusoidal_encoding, sinusoidal_encoding),
         (check_layer_norm, lambda x, w, b, eps: F.layer_norm(x, x.shape[-1:], w, b, eps)),
         (check_shift_right, lambda tgt: (tgt[:, :-1], tgt[:, 1:])),
+        (check_merge_heads, lambda x: x.transpose(1, 2).reshape(x.size(0), x.size(2), -1)),
+        (check_mha_parameter_count, lambda d, h: 4 * d * d + 4 * d),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
 )
@@ -117,3 +121,13 @@ def test_swapped_teacher_forcing_is_named(capsys):
 def test_label_smoothing_without_smoothing_is_caught(capsys):
     ok, out = verdict(check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target), capsys)
     assert not ok and "smoothing=0.1" in out
+
+
+def test_merge_heads_without_transpose_is_named(capsys):
+    ok, out = verdict(check_merge_heads, lambda x: x.reshape(x.size(0), x.size(2), -1), capsys)
+    assert not ok and "transpose(1, 2) back" in out
+
+
+def test_parameter_count_without_biases_is_named(capsys):
+    ok, out = verdict(check_mha_parameter_count, lambda d, h: 4 * d * d, capsys)
+    assert not ok and "biases" in out
