@@ -20,7 +20,7 @@ from .positional import sinusoidal_encoding
 
 __all__ = [
     "check_causal_mask", "check_label_smoothing", "check_layer_norm", "check_merge_heads",
-    "check_mha_parameter_count", "check_padding_mask",
+    "check_mha_parameter_count", "check_padding_mask", "check_position_shift",
     "check_scaled_dot_product_attention", "check_shift_right", "check_sinusoidal_encoding",
     "check_split_heads",
 ]  # fmt: skip
@@ -216,6 +216,28 @@ def check_sinusoidal_encoding(fn: Callable) -> Verdict:
             raise _NotYet("sin and cos are swapped: even dimensions get sin, odd ones cos")
         _same(got, sinusoidal_encoding(50, 16), "the encoding", atol=1e-4)
         return "sinusoidal_encoding matches the paper's formula."
+
+    return _verdict(run)
+
+
+def check_position_shift(fn: Callable) -> Verdict:
+    """``fn(k, d_model)`` returns the ``(d_model, d_model)`` matrix M_k with M_k @ PE[p] = PE[p + k] for every p."""
+
+    def run() -> str:
+        pe = sinusoidal_encoding(64, 8).double()
+        for k in (1, 3, 10):
+            got = _call(fn, k, 8)
+            if not isinstance(got, Tensor) or got.shape != (8, 8):
+                raise _NotYet(f"return a (d_model, d_model) tensor; got {getattr(got, 'shape', type(got).__name__)}")
+            shifted = pe[: 64 - k] @ got.double().T  # row p: M_k @ PE[p]
+            if torch.allclose(shifted, pe[k:], atol=1e-4):
+                continue
+            if torch.allclose(pe[: 64 - k] @ got.double(), pe[k:], atol=1e-4):
+                raise _NotYet("this is M_k transposed: the sine row is [cos, sin] and the cosine row [-sin, cos]")
+            raise _NotYet(
+                f"M_k @ PE[p] differs from PE[p + k] for k={k}; build 2x2 rotations by k * omega_i on the diagonal"
+            )
+        return "right: shifting by k positions is a fixed rotation of each (sin, cos) pair, whatever p."
 
     return _verdict(run)
 

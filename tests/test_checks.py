@@ -14,6 +14,7 @@ from course_utils import (
     check_merge_heads,
     check_mha_parameter_count,
     check_padding_mask,
+    check_position_shift,
     check_scaled_dot_product_attention,
     check_shift_right,
     check_sinusoidal_encoding,
@@ -22,6 +23,15 @@ from course_utils import (
     scaled_dot_product_attention,
     sinusoidal_encoding,
 )
+
+
+def rotation(k, d_model):
+    """The reference M_k: a 2x2 rotation by k * omega_i for every (sin, cos) pair."""
+    M = torch.zeros(d_model, d_model)
+    for j, omega in enumerate(1 / 10000 ** (torch.arange(0, d_model, 2) / d_model)):
+        c, s = math.cos(k * omega), math.sin(k * omega)
+        M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
+    return M
 
 
 def verdict(check, fn, capsys):
@@ -54,6 +64,7 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
         (check_shift_right, lambda tgt: (tgt[:, :-1], tgt[:, 1:])),
         (check_merge_heads, lambda x: x.transpose(1, 2).reshape(x.size(0), x.size(2), -1)),
         (check_mha_parameter_count, lambda d, h: 4 * d * d + 4 * d),
+        (check_position_shift, rotation),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
 )
@@ -131,3 +142,8 @@ def test_merge_heads_without_transpose_is_named(capsys):
 def test_parameter_count_without_biases_is_named(capsys):
     ok, out = verdict(check_mha_parameter_count, lambda d, h: 4 * d * d, capsys)
     assert not ok and "biases" in out
+
+
+def test_transposed_position_shift_is_named(capsys):
+    ok, out = verdict(check_position_shift, lambda k, d: rotation(k, d).T, capsys)
+    assert not ok and "transposed" in out
