@@ -19,8 +19,9 @@ from .masks import causal_mask, padding_mask
 from .positional import sinusoidal_encoding
 
 __all__ = [
-    "check_causal_mask", "check_label_smoothing", "check_layer_norm", "check_merge_heads",
-    "check_mha_parameter_count", "check_padding_mask", "check_position_shift",
+    "check_causal_mask", "check_feed_forward", "check_label_smoothing", "check_layer_norm",
+    "check_merge_heads", "check_mha_parameter_count", "check_padding_mask", "check_position_shift",
+    "check_pre_norm_layer",
     "check_scaled_dot_product_attention", "check_shift_right", "check_sinusoidal_encoding",
     "check_split_heads",
 ]  # fmt: skip
@@ -260,6 +261,56 @@ def check_layer_norm(fn: Callable) -> Verdict:
             raise _NotYet("eps is outside the square root: use sqrt(var + eps)")
         _same(got, F.layer_norm(x, (6,), weight, bias, eps), "the normalised output")
         return "layer_norm matches F.layer_norm (biased variance, eps inside the root)."
+
+    return _verdict(run)
+
+
+def check_feed_forward(fn: Callable) -> Verdict:
+    """``fn(x, w_1, b_1, w_2, b_2)`` returns FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (weights as ``nn.Linear`` stores them)."""
+
+    def run() -> str:
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 3, 4, generator=g)
+        w_1, b_1 = torch.randn(8, 4, generator=g), torch.randn(8, generator=g)  # (d_ff, d_model), as nn.Linear
+        w_2, b_2 = torch.randn(4, 8, generator=g), torch.randn(4, generator=g)
+        got = _call(fn, x, w_1, b_1, w_2, b_2)
+        if not _differs(got, F.linear(F.linear(x, w_1, b_1), w_2, b_2)):
+            raise _NotYet("the ReLU is missing: without it the two layers collapse into one linear map")
+        _same(got, F.linear(F.relu(F.linear(x, w_1, b_1)), w_2, b_2), "FFN(x)")
+        return "feed_forward is right: expand to d_ff, ReLU, project back, at every position."
+
+    return _verdict(run)
+
+
+def check_pre_norm_layer(fn: Callable) -> Verdict:
+    """``fn(layer, x, mask)`` computes a pre-norm encoder layer's forward from ``layer``'s submodules."""
+
+    def run() -> str:
+        from .encoder import EncoderLayer
+
+        torch.manual_seed(0)
+        layer = EncoderLayer(16, 4, 32, dropout=0.0, norm_first=True).eval()
+        with torch.no_grad():
+            for norm in (layer.norm1, layer.norm2):
+                norm.weight.normal_()
+                norm.bias.normal_()
+        x = torch.randn(2, 5, 16)
+        mask = padding_mask(torch.tensor([[1, 2, 3, 0, 0], [1, 2, 3, 4, 5]]), 0)
+        with torch.no_grad():
+            got = _call(fn, layer, x, mask)
+            attend = lambda h: layer.self_attn(h, h, h, mask)  # noqa: E731
+            post = layer.norm1(x + attend(x))
+            post = layer.norm2(post + layer.feed_forward(post))
+            if not _differs(got, post):
+                raise _NotYet(
+                    "this is post-norm (norm after the residual add); pre-norm normalises the sublayer's input"
+                )
+            y = x + attend(layer.norm1(x))
+            expected = y + layer.feed_forward(layer.norm2(y))
+            if not _differs(got, attend(layer.norm1(x)) + layer.feed_forward(layer.norm2(x))):
+                raise _NotYet("the residual connections are missing: add each sublayer's output to its input")
+        _same(got, expected, "the layer's output")
+        return "pre-norm layer is right: x + SelfAttn(LN(x)), then x + FFN(LN(x))."
 
     return _verdict(run)
 

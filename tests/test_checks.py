@@ -9,12 +9,14 @@ import torch.nn.functional as F
 from course_utils import (
     causal_mask,
     check_causal_mask,
+    check_feed_forward,
     check_label_smoothing,
     check_layer_norm,
     check_merge_heads,
     check_mha_parameter_count,
     check_padding_mask,
     check_position_shift,
+    check_pre_norm_layer,
     check_scaled_dot_product_attention,
     check_shift_right,
     check_sinusoidal_encoding,
@@ -32,6 +34,11 @@ def rotation(k, d_model):
         c, s = math.cos(k * omega), math.sin(k * omega)
         M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
     return M
+
+
+def pre_norm(layer, x, mask):
+    x = x + layer.self_attn(*(layer.norm1(x),) * 3, mask)
+    return x + layer.feed_forward(layer.norm2(x))
 
 
 def verdict(check, fn, capsys):
@@ -65,6 +72,8 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
         (check_merge_heads, lambda x: x.transpose(1, 2).reshape(x.size(0), x.size(2), -1)),
         (check_mha_parameter_count, lambda d, h: 4 * d * d + 4 * d),
         (check_position_shift, rotation),
+        (check_feed_forward, lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T + b2),
+        (check_pre_norm_layer, pre_norm),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
 )
@@ -147,3 +156,17 @@ def test_parameter_count_without_biases_is_named(capsys):
 def test_transposed_position_shift_is_named(capsys):
     ok, out = verdict(check_position_shift, lambda k, d: rotation(k, d).T, capsys)
     assert not ok and "transposed" in out
+
+
+def test_feed_forward_without_relu_is_named(capsys):
+    ok, out = verdict(check_feed_forward, lambda x, w1, b1, w2, b2: (x @ w1.T + b1) @ w2.T + b2, capsys)
+    assert not ok and "ReLU is missing" in out
+
+
+def test_post_norm_given_for_pre_norm_is_named(capsys):
+    def post_norm(layer, x, mask):
+        x = layer.norm1(x + layer.self_attn(x, x, x, mask))
+        return layer.norm2(x + layer.feed_forward(x))
+
+    ok, out = verdict(check_pre_norm_layer, post_norm, capsys)
+    assert not ok and "post-norm" in out

@@ -1,0 +1,490 @@
+# %% [markdown]
+# # 04 · The encoder
+#
+# {{COLAB_BADGE}}
+#
+# *Transformers from Scratch*, chapter 4 of 7 · previous: [03 · Positional encoding](03_positional_encoding.ipynb) ·
+# next: [05 · The decoder](05_decoder.ipynb)
+#
+# An encoder layer is multi-head self-attention followed by a small feed-forward network, each wrapped in a
+# residual connection and a layer normalisation. Stack $N$ of them and you have the Transformer's encoder.
+# This chapter builds every piece, checks each against PyTorch, and measures the choices that matter.
+#
+# **You will learn**
+# - layer normalisation from scratch, equal to `nn.LayerNorm`, and how the popular "unbiased std" version differs;
+# - why residual connections let deep stacks learn (measured);
+# - the position-wise feed-forward network, and where dropout goes;
+# - post-norm (the paper) versus pre-norm (most modern models), with a measured comparison of how each trains;
+# - the encoder layer and the stack, equal to `nn.TransformerEncoderLayer`; padding masks; attention per layer and head.
+#
+# **Prerequisites:** chapters 01–03. **Time:** about 60 minutes.
+
+# %% [markdown]
+# ## Setup
+
+# %% tags=["nbval-ignore-output"]
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # on Colab: install course_utils from the repository
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{{PIP_SPEC}}"], check=True)
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils import (
+    Encoder,
+    EncoderLayer,
+    FeedForward,
+    LayerNorm,
+    MultiHeadAttention,
+    PositionalEncoding,
+    TrainConfig,
+    attention_grid,
+    check_feed_forward,
+    check_layer_norm,
+    check_pre_norm_layer,
+    count_parameters,
+    get_device,
+    loss_curve,
+    padding_mask,
+    set_seed,
+    train,
+)
+
+set_seed(0)
+device = get_device()
+print(f"PyTorch {torch.__version__}, running on {device}")
+
+# %% [markdown]
+# ## 1. The encoder layer at a glance
+#
+# For an input $x$ of shape `(B, T, d_model)`, the paper's layer computes
+#
+# $$h = \mathrm{LayerNorm}\big(x + \mathrm{MultiHeadSelfAttention}(x)\big), \qquad
+#   y = \mathrm{LayerNorm}\big(h + \mathrm{FFN}(h)\big)$$
+#
+# and the output $y$ has the same shape as $x$, so layers stack. Attention mixes information **across
+# positions**; the FFN transforms each position **on its own**; the residual connections ($x + \ldots$) and
+# the normalisations keep a deep stack trainable. We build the pieces bottom-up.
+#
+# ## 2. Layer normalisation
+#
+# For each token vector $x \in \mathbb{R}^{d}$ separately:
+#
+# $$\mathrm{LayerNorm}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta, \qquad
+#   \mu = \frac{1}{d}\sum_j x_j, \quad \sigma^2 = \frac{1}{d}\sum_j (x_j - \mu)^2$$
+#
+# Two details matter: the variance divides by $d$ (the *biased* estimate), and $\epsilon$ sits **inside**
+# the square root. $\gamma$ (scale, `weight`) and $\beta$ (shift, `bias`) are learned, one per feature.
+
+
+# %%
+def my_layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1): biased, divides by d
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias  # (..., d)
+
+
+set_seed(0)
+x = torch.randn(2, 4, 8) * 5 + 3  # (B, T, d): far from mean 0, std 1
+torch_norm = nn.LayerNorm(8)
+with torch.no_grad():
+    torch_norm.weight.normal_()
+    torch_norm.bias.normal_()
+course_norm = LayerNorm(8)
+course_norm.load_state_dict(torch_norm.state_dict())  # same names, same order: weight (gamma), bias (beta)
+
+y = my_layer_norm(x, torch_norm.weight, torch_norm.bias)
+torch.testing.assert_close(y, torch_norm(x))
+torch.testing.assert_close(y, course_norm(x))
+print("✓ my_layer_norm == nn.LayerNorm == course_utils.LayerNorm")
+z = my_layer_norm(x, torch.ones(8), torch.zeros(8))  # gamma = 1, beta = 0
+print(
+    f"each token now has mean {z.mean(-1).abs().max():.1e} (≈ 0) and std {z.std(-1, unbiased=False).mean():.4f} (≈ 1)"
+)
+
+# %% [markdown]
+# ### The version many tutorials ship
+#
+# A popular "LayerNorm" from the material this course grew from reads
+# `a * (x - mean) / (x.std(-1) + eps) + b`. It differs twice: `x.std()` is the **unbiased** standard deviation
+# (divides by $d-1$), and $\epsilon$ is **outside** the root. The first makes every output too small by
+# $\sqrt{(d-1)/d}$, which is worst for small $d$; the second matters when a token's features are nearly
+# equal:
+
+
+# %%
+def tutorial_layer_norm(x, eps=1e-5):
+    return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps)
+
+
+for d in (4, 16, 512):
+    x = torch.randn(1000, d)
+    ratio = (tutorial_layer_norm(x) / F.layer_norm(x, (d,))).mean().item()
+    print(f"d = {d:3d}: tutorial / true = {ratio:.4f}   (sqrt((d-1)/d) = {math.sqrt((d - 1) / d):.4f})")
+flat = torch.tensor([[1.0, 1.001, 0.999, 1.0]])  # a token whose features are almost equal
+print("nearly constant token, true:    ", F.layer_norm(flat, (4,)).round(decimals=3))
+print("nearly constant token, tutorial:", tutorial_layer_norm(flat).round(decimals=3))
+
+# %% [markdown]
+# Trained from scratch, $\gamma$ could absorb the constant factor; but weights trained with `nn.LayerNorm`
+# (any pretrained model) give wrong outputs with the tutorial version, and the $\epsilon$ placement changes
+# how near-constant tokens are treated. `course_utils.LayerNorm` is the real one.
+#
+# ## 3. Residual connections
+#
+# Each sublayer's output is **added** to its input: $x + \mathrm{Sublayer}(x)$. The identity path gives the
+# gradient a direct route to early layers. Without it, the gradient must pass through every layer's Jacobian
+# and shrinks (or explodes) with depth. Measured on 30 small layers at initialisation:
+
+
+# %%
+def gradient_at_input(residual, depth=30, width=64):
+    set_seed(0)
+    layers = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(depth))
+    x = torch.randn(16, width, requires_grad=True)
+    h = x
+    for layer in layers:
+        h = h + layer(h) if residual else layer(h)
+    h.pow(2).mean().backward()
+    return x.grad.norm().item()
+
+
+print(f"gradient norm at the input of 30 layers: plain {gradient_at_input(False):.2e}, "
+      f"residual {gradient_at_input(True):.2e}")  # fmt: skip
+
+# %% [markdown]
+# Many orders of magnitude apart: in the plain stack the first layers would barely learn. Residual
+# connections are why Transformers can be 6, 12 or 96 layers deep.
+#
+# ## 4. The position-wise feed-forward network
+#
+# $$\mathrm{FFN}(x) = \max(0,\, x W_1 + b_1)\, W_2 + b_2, \qquad W_1 \in \mathbb{R}^{d_{\text{model}} \times d_{ff}},\;
+#   W_2 \in \mathbb{R}^{d_{ff} \times d_{\text{model}}}$$
+#
+# with $d_{ff} = 4 d_{\text{model}}$ in the paper (2048 for 512). "Position-wise" means the same small MLP is
+# applied to every position independently: it never mixes positions (that is attention's job).
+
+# %%
+set_seed(0)
+ffn = FeedForward(d_model=16, d_ff=64)  # course_utils: w_1, ReLU, dropout, w_2
+x = torch.randn(2, 5, 16)  # (B, T, d_model)
+out = ffn(x)  # (B, T, d_model)
+print("FFN:", tuple(x.shape), "->", tuple(ffn.w_1(x).shape), "(d_ff) ->", tuple(out.shape))
+torch.testing.assert_close(out[:, 3], ffn(x[:, 3:4])[:, 0])  # position 3 alone gives the same result
+print("position 3 computed alone gives the same output: position-wise")
+
+attention_params = count_parameters(MultiHeadAttention(512, 8))
+ffn_params = count_parameters(FeedForward(512, 2048))
+print(f"paper's base layer: attention {attention_params:,} parameters, FFN {ffn_params:,} "
+      f"({ffn_params / (attention_params + ffn_params):.0%} of the two)")  # fmt: skip
+
+# %% [markdown]
+# Two thirds of an encoder layer's weights are in the FFN: attention decides *where* to look, the FFN
+# does most of the *computing* on what was gathered.
+#
+# ## 5. Dropout
+#
+# During training, dropout zeroes each activation with probability $p$ and scales the survivors by $1/(1-p)$,
+# so the expected value is unchanged; in evaluation it does nothing. The paper applies it to the output of
+# every sublayer **before** the residual addition, and to the sum of embeddings and positional encodings;
+# PyTorch's layers (and ours) also apply it to the attention weights and inside the FFN. Forgetting
+# `model.eval()` at test time is a classic bug: outputs become random.
+
+# %%
+layer = EncoderLayer(d_model=16, n_heads=4, d_ff=64, dropout=0.1)
+x = torch.randn(1, 5, 16)
+layer.train()
+print("train mode, two calls equal?", torch.equal(layer(x), layer(x)))
+layer.eval()
+print("eval mode,  two calls equal?", torch.equal(layer(x), layer(x)))
+
+# %% [markdown]
+# ## 6. The encoder layer, post-norm and pre-norm
+#
+# The paper normalises **after** each residual addition (*post-norm*). Most models since GPT-2 normalise the
+# sublayer's **input** instead (*pre-norm*), leaving the residual stream untouched:
+#
+# $$\text{post-norm: } x \leftarrow \mathrm{LN}(x + \mathrm{Sublayer}(x)) \qquad\qquad
+#   \text{pre-norm: } x \leftarrow x + \mathrm{Sublayer}(\mathrm{LN}(x))$$
+#
+# Written as two explicit branches, as PyTorch writes it:
+
+
+# %%
+class MyEncoderLayer(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x, mask=None):  # x: (B, T, d_model); mask: (B, 1, 1, T), True = real token
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout1(self.self_attn(h, h, h, mask))
+            x = x + self.dropout2(self.feed_forward(self.norm2(x)))
+        else:
+            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)))
+            x = self.norm2(x + self.dropout2(self.feed_forward(x)))
+        return x  # (B, T, d_model)
+
+
+# %% [markdown]
+# ### Equal to `course_utils` and to `nn.TransformerEncoderLayer`
+#
+# `EncoderLayer.from_torch` copies the weights of a PyTorch layer (ReLU, `batch_first=True`, either norm
+# order). PyTorch's padding mask is `True` = pad, the opposite of ours: we pass `~mask`. In evaluation, PyTorch's
+# fast path may return zeros at padded positions, so we compare the real positions, the ones that matter.
+
+# %%
+src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]])  # token ids, 0 = padding
+mask = padding_mask(src, pad_id=0)  # (B, 1, 1, T)
+real = src != 0  # (B, T)
+x = torch.randn(2, 5, 16)
+for norm_first in (False, True):
+    set_seed(0)
+    theirs = nn.TransformerEncoderLayer(16, 4, 64, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
+    course = EncoderLayer.from_torch(theirs).eval()
+    mine = MyEncoderLayer(16, 4, 64, norm_first=norm_first).eval()
+    mine.load_state_dict(course.state_dict())
+    expected = theirs(x, src_key_padding_mask=~mask[:, 0, 0])  # torch: True = padding
+    torch.testing.assert_close(mine(x, mask)[real], expected[real])
+    torch.testing.assert_close(course(x, mask), mine(x, mask))
+    print(f"✓ norm_first={norm_first}: MyEncoderLayer == course_utils.EncoderLayer == nn.TransformerEncoderLayer")
+
+# %% [markdown]
+# From now on we use `course_utils.EncoderLayer` and `course_utils.Encoder`.
+#
+# ## 7. The stack, and padding
+#
+# `Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first)` stacks $N$ layers. A pre-norm stack ends
+# with one more LayerNorm (its residual stream is never normalised otherwise); a post-norm stack does not
+# need one. The paper's base encoder:
+
+# %%
+base = Encoder(d_model=512, n_heads=8, d_ff=2048, n_layers=6, dropout=0.1)
+torch_base = nn.TransformerEncoder(
+    nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True), num_layers=6, enable_nested_tensor=False
+)
+print(
+    f"base encoder, N=6: {count_parameters(base):,} parameters (nn.TransformerEncoder: {count_parameters(torch_base):,})"
+)
+print("one layer:", f"{count_parameters(base.layers[0]):,}")
+
+# %% [markdown]
+# Padding must not leak into real tokens. Change what sits in the padded positions and compare the outputs at
+# the real positions:
+
+# %%
+set_seed(0)
+encoder = Encoder(d_model=16, n_heads=4, d_ff=64, n_layers=3, dropout=0.0).eval()
+x = torch.randn(2, 5, 16)
+noisy = x.clone()
+noisy[~real] = 100 * torch.randn(int((~real).sum()), 16)  # garbage where the padding is
+torch.testing.assert_close(encoder(noisy, mask)[real], encoder(x, mask)[real])
+print("outputs at real positions are unchanged by whatever sits in the padding: the mask works")
+
+# %% [markdown]
+# ## 8. Post-norm or pre-norm? Measured
+#
+# The paper trained its post-norm Transformer with a learning-rate **warm-up**: small steps first, the full
+# learning rate only later. Why? In a post-norm stack, every sublayer's output passes through all the
+# LayerNorms above it, so early, large updates reshape the whole stack at once; in a pre-norm stack each
+# layer only *adds* to an identity path that nothing rescales, and the model starts close to the identity.
+# Xiong et al. (2020) and Liu et al. (2020) analyse this in detail. Let us measure it on a toy task:
+# **sort 10 digits**, an encoder-only problem (position $i$ must output the $i$-th smallest digit).
+
+# %%
+T_SORT = 10
+
+
+def sort_batch(n, generator):
+    x = torch.randint(0, 10, (n, T_SORT), generator=generator)  # (n, T)
+    return x, x.sort(dim=1).values  # inputs, targets
+
+
+class Sorter(nn.Module):
+    def __init__(self, n_layers, norm_first, d_model=32, n_heads=4):
+        super().__init__()
+        self.d_model = d_model
+        self.embed = nn.Embedding(10, d_model)
+        nn.init.normal_(self.embed.weight, std=d_model**-0.5)  # times sqrt(d_model) below: std 1 (chapter 06)
+        self.positions = PositionalEncoding(d_model, max_len=T_SORT)
+        self.encoder = Encoder(d_model, n_heads, 2 * d_model, n_layers, dropout=0.0, norm_first=norm_first)
+        self.out = nn.Linear(d_model, 10)
+
+    def forward(self, x):  # (B, T) -> (B, T, 10)
+        return self.out(self.encoder(self.positions(self.embed(x) * math.sqrt(self.d_model))))
+
+
+def sort_batches(batch_size, seed):
+    generator = torch.Generator().manual_seed(seed)
+    while True:
+        yield sort_batch(batch_size, generator)
+
+
+def sort_loss(model, x, y):
+    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+
+
+# %% [markdown]
+# Train a 12-layer sorter three ways with a deliberately high learning rate, `1e-2`, for 100
+# steps: post-norm without warm-up, post-norm with warm-up, and pre-norm without warm-up. The recipe is printed
+# once; only `norm_first` and `warmup_steps` change.
+
+# %% tags=["nbval-ignore-output"]
+base_config = TrainConfig(
+    steps=100, batch_size=64, lr=1e-2, warmup_steps=0, schedule="constant", label_smoothing=0.0, grad_clip=None
+)
+print(base_config)
+runs = {"post-norm, no warm-up": (False, 0), "post-norm, warm-up": (False, 25), "pre-norm, no warm-up": (True, 0)}
+histories, sorters = {}, {}
+for name, (norm_first, warmup) in runs.items():
+    set_seed(0)
+    sorters[name] = Sorter(n_layers=12, norm_first=norm_first).to(device)
+    batches = sort_batches(64, seed=0)  # the same batches for every run
+    config = dataclasses.replace(base_config, warmup_steps=warmup)
+    histories[name] = train(sorters[name], batches, sort_loss, config, device=device, desc=name)
+
+# %%
+test_x, test_y = (t.to(device) for t in sort_batch(1000, torch.Generator().manual_seed(99)))
+for name, model in sorters.items():
+    with torch.no_grad():
+        accuracy = (model(test_x).argmax(-1) == test_y).float().mean().item()
+    print(f"{name:22}: final loss {sum(histories[name].loss[-10:]) / 10:.2f}, digits in the right place {accuracy:.0%}")
+
+# %%
+loss_curve(*histories.values(), labels=list(histories), title="Sorting digits with 12 layers, lr = 1e-2", smooth=5)
+
+# %% [markdown]
+# With this learning rate and no warm-up, the post-norm stack never leaves the starting loss of
+# $\ln 10 \approx 2.3$ (chance: 10% of digits right); the same stack with a short warm-up learns; the
+# pre-norm stack learns without any warm-up. That is why the paper needed its warm-up schedule, and why
+# most large models since are pre-norm. Post-norm can still reach slightly better final quality when it
+# trains well (some studies find so), so both remain in use; `course_utils` defaults to the paper's post-norm, and
+# `norm_first=True` switches.
+#
+# ## 9. What do the layers attend to?
+#
+# The pre-norm sorter learned to sort in 100 steps. Here are four heads of its first, middle and last layer
+# on one input. Columns are the input digits; each row is an output position, labelled with the digit it
+# outputs (the digit of its rank), which it must find among the columns.
+
+# %%
+sorter = sorters["pre-norm, no warm-up"]
+digits = test_x[:1]  # (1, T)
+with torch.no_grad():
+    prediction = sorter(digits).argmax(-1)
+print("input :", digits[0].tolist())
+print("output:", prediction[0].tolist())
+layers = (0, 5, 11)
+weights = torch.cat([sorter.encoder.layers[i].self_attn.attn_weights[0] for i in layers])  # (3 * h, T, T)
+titles = [f"layer {i + 1}, head {h}" for i in layers for h in range(4)]
+attention_grid(
+    weights, [str(d) for d in digits[0].tolist()], titles=titles, ncols=4, suptitle="Attention in the sorter"
+)
+
+# %% [markdown]
+# Each layer keeps its weights in `self_attn.attn_weights` after a forward pass. Early heads tend to spread
+# attention broadly (gathering which digits exist); later heads concentrate on particular digits. Patterns
+# differ from run to run; what to take away is the tool: any layer and head can be inspected.
+#
+# ## Pitfalls
+#
+# | Mistake | What happens | Fix |
+# | --- | --- | --- |
+# | LayerNorm with `x.std()` (unbiased) and `+ eps` outside the root | not LayerNorm; pretrained weights misbehave | `torch.sqrt(var(unbiased=False) + eps)`, or `nn.LayerNorm` |
+# | normalising over the batch or time axis | tokens influence each other's normalisation | normalise over the last axis (features) only |
+# | a pre-norm stack without a final LayerNorm | the output's scale grows with depth | `Encoder(norm_first=True)` adds it |
+# | forgetting `model.eval()` | dropout stays on: random predictions | `model.eval()` before evaluating |
+# | post-norm with a large learning rate from step 0 | training stalls or diverges | warm-up, or pre-norm |
+# | padding mask of the wrong convention for `nn.TransformerEncoderLayer` | attends only to padding | torch wants True = pad: `~mask` |
+#
+# ## Summary
+#
+# - LayerNorm normalises each token over its features: biased variance, $\epsilon$ inside the root.
+# - Residual connections keep gradients alive through deep stacks.
+# - The FFN is a per-position MLP holding two thirds of a layer's weights.
+# - Post-norm (the paper) needs warm-up; pre-norm trains without it.
+# - `course_utils.EncoderLayer` equals `nn.TransformerEncoderLayer` in both norm orders.
+#
+# ## Exercises
+#
+# **Exercise 1.** Write layer normalisation: `my_ln(x, weight, bias, eps)`, over the last axis.
+
+
+# %%
+def my_ln(x, weight, bias, eps):
+    # your code here
+    raise NotImplementedError
+
+
+check_layer_norm(my_ln)
+
+# %% [markdown]
+# <details><summary>Show a solution</summary>
+#
+# ```python
+# def my_ln(x, weight, bias, eps):
+#     mean = x.mean(-1, keepdim=True)
+#     var = x.var(-1, unbiased=False, keepdim=True)
+#     return (x - mean) / torch.sqrt(var + eps) * weight + bias
+# ```
+# </details>
+#
+# **Exercise 2.** Write the feed-forward network from raw tensors. The weights are stored as `nn.Linear`
+# stores them: `w_1` has shape `(d_ff, d_model)`, so a layer computes `x @ w_1.T + b_1`.
+
+
+# %%
+def my_ffn(x, w_1, b_1, w_2, b_2):
+    # your code here
+    raise NotImplementedError
+
+
+check_feed_forward(my_ffn)
+
+# %% [markdown]
+# <details><summary>Show a solution</summary>
+#
+# ```python
+# def my_ffn(x, w_1, b_1, w_2, b_2):
+#     return torch.relu(x @ w_1.T + b_1) @ w_2.T + b_2
+# ```
+# </details>
+#
+# **Exercise 3.** Write the forward pass of a **pre-norm** encoder layer, using the submodules of `layer`
+# (`layer.norm1`, `layer.self_attn`, `layer.norm2`, `layer.feed_forward`; dropout is off).
+
+
+# %%
+def my_pre_norm_forward(layer, x, mask):
+    # your code here
+    raise NotImplementedError
+
+
+check_pre_norm_layer(my_pre_norm_forward)
+
+# %% [markdown]
+# <details><summary>Show a solution</summary>
+#
+# ```python
+# def my_pre_norm_forward(layer, x, mask):
+#     h = layer.norm1(x)
+#     x = x + layer.self_attn(h, h, h, mask)
+#     return x + layer.feed_forward(layer.norm2(x))
+# ```
+# </details>
+#
+# **Going further.** Rerun section 8 with 6 layers instead of 12, or with `lr=3e-3`: when does post-norm stop
+# needing its warm-up?
+#
+# Next: [05 · The decoder](05_decoder.ipynb): masked self-attention, cross-attention, and teacher forcing.
