@@ -8,6 +8,7 @@ on imports it from here. Conventions: batch first, ``(B, T, d_model)``; heads
 from .attention import MultiHeadAttention, fused_attention, scaled_dot_product_attention
 from .checks import (
     check_causal_mask,
+    check_cross_attention,
     check_feed_forward,
     check_label_smoothing,
     check_layer_norm,
@@ -20,6 +21,7 @@ from .checks import (
     check_shift_right,
     check_sinusoidal_encoding,
     check_split_heads,
+    check_target_mask,
 )
 from .data import CharTokenizer, encode_pairs, random_batches, reversal_pairs
 from .dates import DATE_FORMATS, DateTask
@@ -65,6 +67,7 @@ __all__ = [
     "attention_heatmap",
     "causal_mask",
     "check_causal_mask",
+    "check_cross_attention",
     "check_feed_forward",
     "check_label_smoothing",
     "check_layer_norm",
@@ -77,6 +80,7 @@ __all__ = [
     "check_shift_right",
     "check_sinusoidal_encoding",
     "check_split_heads",
+    "check_target_mask",
     "count_parameters",
     "encode_pairs",
     "exact_match",

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from course_utils import (
     causal_mask,
     check_causal_mask,
+    check_cross_attention,
     check_feed_forward,
     check_label_smoothing,
     check_layer_norm,
@@ -21,6 +22,7 @@ from course_utils import (
     check_shift_right,
     check_sinusoidal_encoding,
     check_split_heads,
+    check_target_mask,
     padding_mask,
     scaled_dot_product_attention,
     sinusoidal_encoding,
@@ -74,6 +76,8 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
         (check_position_shift, rotation),
         (check_feed_forward, lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T + b2),
         (check_pre_norm_layer, pre_norm),
+        (check_target_mask, lambda tgt, pad: (tgt != pad)[:, None, None, :] & torch.ones(tgt.size(1), tgt.size(1)).tril().bool()),
+        (check_cross_attention, lambda attn, x, memory, mask: attn(x, memory, memory, mask)),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
 )
@@ -170,3 +174,13 @@ def test_post_norm_given_for_pre_norm_is_named(capsys):
 
     ok, out = verdict(check_pre_norm_layer, post_norm, capsys)
     assert not ok and "post-norm" in out
+
+
+def test_target_mask_without_padding_is_named(capsys):
+    ok, out = verdict(check_target_mask, lambda tgt, pad: causal_mask(tgt.size(1)).expand(tgt.size(0), 1, -1, -1), capsys)
+    assert not ok and "padded target positions" in out
+
+
+def test_cross_attention_with_queries_from_the_encoder_is_named(capsys):
+    ok, out = verdict(check_cross_attention, lambda attn, x, memory, mask: attn(memory, x, x), capsys)
+    assert not ok and "queries must come from the decoder" in out

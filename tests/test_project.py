@@ -1,5 +1,6 @@
 """The project's promises about its own files: requirements, notebooks, outputs."""
 
+import fnmatch
 import importlib.util
 import json
 import re
@@ -103,3 +104,10 @@ def test_each_notebook_has_checked_exercises_with_hidden_solutions(path):
     markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert code.count("check_") >= 2 and markdown.count("<details>") >= 2
     assert "set_seed(" in code and "get_device()" in code
+
+
+def test_every_subpackage_ships_in_the_wheel():
+    """Colab installs a built wheel, not the checkout: a package left out of it would fail to import there."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = [".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "course_utils").rglob("__init__.py")]
+    assert packages and all(any(fnmatch.fnmatch(name, pattern) for pattern in include) for name in packages)

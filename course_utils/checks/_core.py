@@ -1,0 +1,71 @@
+"""What every checker shares: calling the student's function safely, comparing tensors, the verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+
+class NotYet(Exception):
+    """The student's answer differs from the reference; the message says how."""
+
+
+def call(fn: Callable, *args):
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        raise NotYet(
+            f"{fn.__name__} is not written yet: replace `raise NotImplementedError`, then run this cell again."
+        ) from None
+    except Exception as e:  # the student's bug, reported rather than raised
+        raise NotYet(f"{fn.__name__} raised {type(e).__name__}: {e}") from None
+
+
+def same(got, expected: Tensor, what: str, atol: float = 1e-5) -> None:
+    if not isinstance(got, Tensor):
+        raise NotYet(f"{what} should be a torch.Tensor; got {type(got).__name__}")
+    if got.shape != expected.shape:
+        raise NotYet(f"{what} has shape {tuple(got.shape)}; expected {tuple(expected.shape)}")
+    if (got.dtype == torch.bool) != (expected.dtype == torch.bool):
+        raise NotYet(f"{what} has dtype {got.dtype}; expected {expected.dtype}")
+    bad = (got.double() - expected.double()).abs() > atol + 1e-4 * expected.double().abs()
+    if bad.any():
+        where = tuple(int(i) for i in bad.nonzero()[0])
+        raise NotYet(
+            f"{what} differs at index {where}: got {got[where].item():.6g}, expected {expected[where].item():.6g}"
+        )
+
+
+def differs(got, reference: Tensor) -> bool:
+    return not (
+        isinstance(got, Tensor)
+        and got.shape == reference.shape
+        and torch.allclose(got.double(), reference.double(), atol=1e-5)
+    )
+
+
+class Verdict:
+    """The outcome of a check: ``bool(verdict)`` says whether it passed; ``.message`` says why."""
+
+    def __init__(self, passed: bool, message: str) -> None:
+        self.passed, self.message = passed, message
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"Verdict(passed={self.passed})"
+
+    def _ipython_display_(self) -> None:  # the message is already printed; show nothing more
+        pass
+
+
+def verdict(run: Callable[[], str]) -> Verdict:
+    try:
+        message = "✅ " + run()
+    except NotYet as e:
+        message = "❌ " + str(e)
+    print(message)
+    return Verdict(message.startswith("✅"), message)

@@ -1,0 +1,48 @@
+"""Checkers for teacher forcing and the loss (chapters 05 and 06)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ._core import NotYet, Verdict, call, same, verdict
+
+__all__ = ["check_label_smoothing", "check_shift_right"]
+
+
+def check_shift_right(fn: Callable) -> Verdict:
+    """``fn(tgt (B, T))`` returns ``(decoder_input, labels)`` for teacher forcing, each ``(B, T - 1)``."""
+
+    def run() -> str:
+        tgt = torch.tensor([[1, 7, 8, 9, 2], [1, 5, 2, 0, 0]])  # <bos>=1 ... <eos>=2, <pad>=0
+        got = call(fn, tgt)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise NotYet("return a pair (decoder_input, labels)")
+        if isinstance(got[0], Tensor) and torch.equal(got[0], tgt[:, 1:]):
+            raise NotYet("input and labels are swapped: the decoder reads tgt[:, :-1] and predicts tgt[:, 1:]")
+        same(got[0], tgt[:, :-1], "decoder input")
+        same(got[1], tgt[:, 1:], "labels")
+        return "shift_right is right: the decoder reads <bos> y1 ... and learns to predict y1 ... <eos>."
+
+    return verdict(run)
+
+
+def check_label_smoothing(fn: Callable) -> Verdict:
+    """``fn(logits (N, V), target (N,), smoothing)`` returns the mean label-smoothed cross-entropy."""
+
+    def run() -> str:
+        g = torch.Generator().manual_seed(0)
+        logits, target = torch.randn(6, 5, generator=g), torch.randint(0, 5, (6,), generator=g)
+        for smoothing in (0.0, 0.1, 0.3):
+            got = call(fn, logits, target, smoothing)
+            same(
+                torch.as_tensor(got),
+                F.cross_entropy(logits, target, label_smoothing=smoothing),
+                f"the loss at smoothing={smoothing}",
+            )
+        return "label-smoothed cross-entropy matches F.cross_entropy(label_smoothing=...)."
+
+    return verdict(run)
