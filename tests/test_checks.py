@@ -76,7 +76,10 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
         (check_position_shift, rotation),
         (check_feed_forward, lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T + b2),
         (check_pre_norm_layer, pre_norm),
-        (check_target_mask, lambda tgt, pad: (tgt != pad)[:, None, None, :] & torch.ones(tgt.size(1), tgt.size(1)).tril().bool()),
+        (
+            check_target_mask,
+            lambda tgt, pad: (tgt != pad)[:, None, None, :] & torch.ones(tgt.size(1), tgt.size(1)).tril().bool(),
+        ),
         (check_cross_attention, lambda attn, x, memory, mask: attn(x, memory, memory, mask)),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
@@ -177,7 +180,9 @@ def test_post_norm_given_for_pre_norm_is_named(capsys):
 
 
 def test_target_mask_without_padding_is_named(capsys):
-    ok, out = verdict(check_target_mask, lambda tgt, pad: causal_mask(tgt.size(1)).expand(tgt.size(0), 1, -1, -1), capsys)
+    ok, out = verdict(
+        check_target_mask, lambda tgt, pad: causal_mask(tgt.size(1)).expand(tgt.size(0), 1, -1, -1), capsys
+    )
     assert not ok and "padded target positions" in out
 
 
