@@ -5,7 +5,7 @@ on imports it from here. Conventions: batch first, ``(B, T, d_model)``; heads
 ``(B, n_heads, T, d_k)``; bool masks with True = may attend.
 """
 
-from .attention import MultiHeadAttention, fused_attention, scaled_dot_product_attention
+from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .checks import (
     check_causal_mask,
     check_cross_attention,
@@ -14,6 +14,7 @@ from .checks import (
     check_layer_norm,
     check_merge_heads,
     check_mha_parameter_count,
+    check_noam_lr,
     check_padding_mask,
     check_position_shift,
     check_pre_norm_layer,
@@ -27,12 +28,23 @@ from .data import CharTokenizer, encode_pairs, random_batches, reversal_pairs
 from .dates import DATE_FORMATS, DateTask
 from .decoder import Decoder, DecoderLayer
 from .encoder import Encoder, EncoderLayer
+from .fast import fast_kernels
 from .layers import FeedForward, LayerNorm
 from .masks import causal_mask, padding_mask, target_mask
 from .model import Transformer, greedy_decode
 from .positional import PositionalEncoding, sinusoidal_encoding
 from .reference import TorchTransformer
-from .train import History, TrainConfig, exact_match, lr_factor, noam_lr, seq2seq_loss, train
+from .train import (
+    History,
+    TrainConfig,
+    exact_match,
+    lr_factor,
+    make_optimizer,
+    noam_lr,
+    seq2seq_loss,
+    train,
+    train_step,
+)
 from .utils import count_parameters, get_device, set_seed
 from .viz import (
     attention_chart,
@@ -73,6 +85,7 @@ __all__ = [
     "check_layer_norm",
     "check_merge_heads",
     "check_mha_parameter_count",
+    "check_noam_lr",
     "check_padding_mask",
     "check_position_shift",
     "check_pre_norm_layer",
@@ -84,11 +97,12 @@ __all__ = [
     "count_parameters",
     "encode_pairs",
     "exact_match",
-    "fused_attention",
+    "fast_kernels",
     "get_device",
     "greedy_decode",
     "loss_curve",
     "lr_factor",
+    "make_optimizer",
     "noam_lr",
     "padding_mask",
     "positional_encoding_chart",
@@ -102,4 +116,5 @@ __all__ = [
     "sinusoidal_encoding",
     "target_mask",
     "train",
+    "train_step",
 ]

@@ -6,9 +6,7 @@ d_k = d_v = d_model // n_heads. Masks are bool, **True = may attend** (see ``mas
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +14,7 @@ from torch import Tensor, nn
 
 from .masks import causal_mask
 
-__all__ = ["MultiHeadAttention", "fused_attention", "scaled_dot_product_attention"]
+__all__ = ["MultiHeadAttention", "scaled_dot_product_attention"]
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
@@ -99,7 +97,7 @@ class MultiHeadAttention(nn.Module):
     ``(B, n_heads, T_q, T_k)``. After each forward the weights ``(B, n_heads, T_q, T_k)`` are kept
     in ``.attn_weights`` for plotting, unless ``need_weights`` is False: then the fused
     ``F.scaled_dot_product_attention`` kernel computes the same output faster and
-    ``.attn_weights`` is None (see ``fused_attention``).
+    ``.attn_weights`` is None (see ``fast_kernels``).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
@@ -188,22 +186,3 @@ class MultiHeadAttention(nn.Module):
                     linear.bias.copy_(b)
                 ours.w_o.bias.copy_(module.out_proj.bias)
         return ours.train(module.training)
-
-
-@contextlib.contextmanager
-def fused_attention(model: nn.Module) -> Iterator[nn.Module]:
-    """Within the block, every ``MultiHeadAttention`` in ``model`` uses the fused kernel.
-
-    The outputs are the same up to float rounding; the attention weights are not kept (they are
-    never materialised), which is what makes training faster. On leaving, each module's previous
-    setting is restored.
-    """
-    modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
-    before = [m.need_weights for m in modules]
-    for m in modules:
-        m.need_weights = False
-    try:
-        yield model
-    finally:
-        for m, flag in zip(modules, before):
-            m.need_weights = flag

@@ -92,10 +92,15 @@ class DateTask:
         """The pair (``d`` written in format ``fmt``, ``d`` in ISO 8601)."""
         return DATE_FORMATS[fmt](d), DATE_FORMATS["iso"](d)
 
-    def pairs(self, n: int, split: str = "train", seed: int = 0) -> list[tuple[str, str]]:
-        """``n`` pairs with dates drawn from ``split`` ("train" or "test") and formats at random."""
+    def pairs(self, n: int, split: str = "train", seed: int = 0, with_formats: bool = False) -> list[tuple[str, ...]]:
+        """``n`` (human, ISO) pairs with dates drawn from ``split`` ("train" or "test") and formats at
+        random; with ``with_formats``, (human, ISO, format name) triples."""
         if split not in ("train", "test"):
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         pool = self.train_dates if split == "train" else self.test_dates
         rng = random.Random(f"{split}-{seed}")
-        return [self.render(rng.choice(pool), rng.choice(self.formats)) for _ in range(n)]
+        out = []
+        for _ in range(n):
+            d, fmt = rng.choice(pool), rng.choice(self.formats)
+            out.append((*self.render(d, fmt), fmt) if with_formats else self.render(d, fmt))
+        return out

@@ -77,5 +77,7 @@ class TorchTransformer(Transformer):
         core = nn.Transformer(
             d_model, n_heads, n_layers, n_layers, d_ff, dropout, batch_first=True, norm_first=norm_first
         )
+        # The nested-tensor fast path (evaluation with padding) is a prototype that warns; the course does without.
+        core.encoder.enable_nested_tensor = core.encoder.use_nested_tensor = False
         self.encoder, self.decoder = _TorchEncoder(core.encoder), _TorchDecoder(core.decoder)
         self.reset_parameters()

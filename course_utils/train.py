@@ -18,13 +18,14 @@ from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
-from .attention import fused_attention
 from .data import CharTokenizer, encode_pairs
+from .fast import fast_kernels
 from .masks import padding_mask, target_mask
 from .model import greedy_decode
 
 __all__ = [
-    "History", "TrainConfig", "exact_match", "lr_factor", "noam_lr", "seq2seq_loss", "train",
+    "History", "TrainConfig", "exact_match", "lr_factor", "make_optimizer", "noam_lr", "seq2seq_loss", "train",
+    "train_step",
 ]  # fmt: skip
 
 
@@ -44,7 +45,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_clip: float | None = 1.0
     betas: tuple[float, float] = (0.9, 0.98)  # the paper's Adam settings
-    fused_attention: bool = True  # train with the fused kernel; weights are not needed while training
+    fast_kernels: bool = True  # train with PyTorch's fused kernels (same functions; weights are not kept)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -92,13 +93,58 @@ def seq2seq_loss(model: nn.Module, src: Tensor, tgt: Tensor, pad_id: int, label_
 
 @dataclass
 class History:
-    """What ``train`` measured: per-step loss and learning rate, evaluations, wall time."""
+    """What ``train`` measured: per-step loss and learning rate, evaluations, and wall time.
+
+    ``seconds`` is the time spent training, evaluations excluded; ``evals`` holds
+    ``(step, metrics)`` pairs and ``eval_seconds`` the training time elapsed at each of them.
+    """
 
     steps: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     evals: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    eval_seconds: list[float] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW with the paper's betas and eps; the fused kernel where PyTorch has one."""
+    device = next(model.parameters()).device
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=config.lr,
+        betas=config.betas,
+        eps=1e-9,
+        weight_decay=config.weight_decay,
+        fused=device.type in ("cpu", "cuda"),  # one kernel for all parameters: faster where available
+    )
+
+
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[..., Tensor],
+    batch: tuple[Tensor, ...],
+    config: TrainConfig,
+) -> Tensor:
+    """One step: forward, loss, backward, gradient clipping, optimizer update. Returns the loss (detached)."""
+    model.train()
+    if config.fast_kernels:
+        with fast_kernels(model):
+            loss = loss_fn(model, *batch)
+    else:
+        loss = loss_fn(model, *batch)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.grad_clip is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    return loss.detach()
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":  # GPU work is asynchronous: wait for it before reading the clock
+        torch.cuda.synchronize(device)
 
 
 def train(
@@ -121,49 +167,37 @@ def train(
     """
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
-    optimizer = torch.optim.AdamW(
-        model.parameters(),
-        lr=config.lr,
-        betas=config.betas,
-        eps=1e-9,
-        weight_decay=config.weight_decay,
-        fused=device.type in ("cpu", "cuda"),  # one kernel for all parameters: faster where available
-    )
-    history, shown = History(), {}
-    start = time.perf_counter()
+    optimizer = make_optimizer(model, config)
+    history, shown, evaluating = History(), {}, 0.0
     # A widget in notebooks; COURSE_PROGRESS=text gives a plain-text bar, whose last line stays readable
     # in saved notebooks (the committed outputs are made that way).
     bar_type = text_tqdm if os.environ.get("COURSE_PROGRESS") == "text" else tqdm
     bar = bar_type(range(config.steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout)
+    start = time.perf_counter()
     for step in bar:
         lr = config.lr * lr_factor(step, config)
         for group in optimizer.param_groups:
             group["lr"] = lr
         batch = tuple(t.to(device, non_blocking=True) for t in next(batches))
-        model.train()
-        if config.fused_attention:
-            with fused_attention(model):
-                loss = loss_fn(model, *batch)
-        else:
-            loss = loss_fn(model, *batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
+        loss = train_step(model, optimizer, loss_fn, batch, config)
         history.steps.append(step + 1)
         history.lr.append(lr)
-        history.loss.append(loss.detach())
+        history.loss.append(loss)
         last = step + 1 == config.steps
         if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or last):
+            _synchronize(device)
+            paused = time.perf_counter()
+            history.eval_seconds.append(paused - start - evaluating)
             model.eval()
             with torch.no_grad():
                 shown = eval_fn(model)
             history.evals.append((step + 1, shown))
+            evaluating += time.perf_counter() - paused
         if step % 50 == 0 or last:  # reading the loss waits for the device: not every step
-            bar.set_postfix(loss=f"{float(loss.detach()):.3f}", **{k: f"{v:.3g}" for k, v in shown.items()})
+            bar.set_postfix(loss=f"{float(loss):.3f}", **{k: f"{v:.3g}" for k, v in shown.items()})
+    _synchronize(device)
+    history.seconds = time.perf_counter() - start - evaluating
     history.loss = torch.stack(history.loss).float().cpu().tolist() if history.loss else []
-    history.seconds = time.perf_counter() - start
     model.eval()
     return history
 

@@ -15,6 +15,7 @@ from course_utils import (
     check_layer_norm,
     check_merge_heads,
     check_mha_parameter_count,
+    check_noam_lr,
     check_padding_mask,
     check_position_shift,
     check_pre_norm_layer,
@@ -80,6 +81,7 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
             check_target_mask,
             lambda tgt, pad: (tgt != pad)[:, None, None, :] & torch.ones(tgt.size(1), tgt.size(1)).tril().bool(),
         ),
+        (check_noam_lr, lambda s, d, w: d**-0.5 * min(s**-0.5, s * w**-1.5)),
         (check_cross_attention, lambda attn, x, memory, mask: attn(x, memory, memory, mask)),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
@@ -189,3 +191,8 @@ def test_target_mask_without_padding_is_named(capsys):
 def test_cross_attention_with_queries_from_the_encoder_is_named(capsys):
     ok, out = verdict(check_cross_attention, lambda attn, x, memory, mask: attn(memory, x, x), capsys)
     assert not ok and "queries must come from the decoder" in out
+
+
+def test_noam_lr_without_the_model_size_factor_is_named(capsys):
+    ok, out = verdict(check_noam_lr, lambda s, d, w: min(s**-0.5, s * w**-1.5), capsys)
+    assert not ok and "d_model ** -0.5" in out

@@ -42,6 +42,13 @@ def test_date_task_is_reproducible_and_held_out_dates_never_train():
     assert not any(iso in test_isos for _, iso in a.pairs(2000, "train"))
 
 
+def test_pairs_can_name_their_format():
+    task = DateTask()
+    triples = task.pairs(20, "test", seed=4, with_formats=True)
+    assert [t[:2] for t in triples] == task.pairs(20, "test", seed=4)
+    assert all(DATE_FORMATS[fmt](date.fromisoformat(iso)) == text for text, iso, fmt in triples)
+
+
 def test_every_format_is_unambiguous_and_readable_by_the_tokenizer():
     task = DateTask()
     seen: dict[str, date] = {}

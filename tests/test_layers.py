@@ -3,7 +3,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from course_utils import FeedForward, LayerNorm
+from course_utils import EncoderLayer, FeedForward, LayerNorm, fast_kernels
 
 
 def test_layer_norm_equals_nn_layer_norm_including_its_state_dict():
@@ -44,3 +44,19 @@ def test_feed_forward_activation_is_checked():
     assert_close(FeedForward(4, 8, activation="gelu").eval()(torch.zeros(1, 1, 4)).shape, torch.Size([1, 1, 4]))
     with pytest.raises(ValueError, match="activation must be one of"):
         FeedForward(4, 8, activation="swish")
+
+
+def test_fast_kernels_compute_the_same_layer_and_restore_the_readable_path():
+    layer = EncoderLayer(16, 4, 32, dropout=0.0).eval()
+    with torch.no_grad():
+        layer.norm1.weight.normal_()
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    readable = layer(x)
+    with fast_kernels(layer):
+        assert layer.norm1.fused and not layer.self_attn.need_weights
+        fast = layer(x)
+    assert not layer.norm1.fused and layer.self_attn.need_weights
+    assert_close(fast, readable)
+    (grad_fast,) = torch.autograd.grad(fast.sum(), x)
+    (grad_readable,) = torch.autograd.grad(readable.sum(), x)
+    assert_close(grad_fast, grad_readable)

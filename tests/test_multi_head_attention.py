@@ -6,7 +6,7 @@ from conftest import no_empty_rows
 from torch import nn
 from torch.testing import assert_close
 
-from course_utils import MultiHeadAttention, causal_mask, fused_attention, padding_mask
+from course_utils import MultiHeadAttention, causal_mask, fast_kernels, padding_mask
 
 
 def pair(d_model=16, n_heads=4, bias=True):
@@ -69,7 +69,7 @@ def test_fused_path_matches_the_explicit_path_and_keeps_no_weights():
     q, kv = torch.randn(2, 4, 16), torch.randn(2, 6, 16)
     mask = no_empty_rows(torch.rand(2, 1, 4, 6) > 0.4)
     explicit = mha(q, kv, kv, mask)
-    with fused_attention(mha):
+    with fast_kernels(mha):
         fused = mha(q, kv, kv, mask)
         assert mha.attn_weights is None
         x = torch.randn(2, 5, 16)

@@ -13,12 +13,12 @@ EXPECTED = {
     "TrainConfig", "Transformer", "attention_chart", "attention_grid", "attention_heatmap", "causal_mask",
     "check_causal_mask", "check_label_smoothing", "check_layer_norm", "check_merge_heads",
     "check_mha_parameter_count", "check_padding_mask", "check_position_shift", "check_feed_forward",
-    "check_pre_norm_layer", "check_cross_attention", "check_target_mask",
+    "check_pre_norm_layer", "check_cross_attention", "check_target_mask", "check_noam_lr",
     "check_scaled_dot_product_attention", "check_shift_right", "check_sinusoidal_encoding", "check_split_heads",
-    "count_parameters", "encode_pairs", "exact_match", "fused_attention", "get_device", "greedy_decode",
-    "loss_curve", "lr_factor", "noam_lr", "padding_mask", "positional_encoding_chart",
+    "count_parameters", "encode_pairs", "exact_match", "fast_kernels", "get_device", "greedy_decode",
+    "loss_curve", "lr_factor", "make_optimizer", "noam_lr", "padding_mask", "positional_encoding_chart",
     "positional_encoding_heatmap", "positional_waves", "random_batches", "reversal_pairs",
-    "scaled_dot_product_attention", "seq2seq_loss", "set_seed", "sinusoidal_encoding", "target_mask", "train",
+    "scaled_dot_product_attention", "seq2seq_loss", "set_seed", "sinusoidal_encoding", "target_mask", "train", "train_step",
 }  # fmt: skip
 
 

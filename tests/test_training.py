@@ -89,4 +89,5 @@ def test_train_records_history_and_evaluations():
     )  # fmt: skip
     assert history.steps == list(range(1, 7)) and len(history.loss) == 6 and len(history.lr) == 6
     assert [s for s, _ in history.evals] == [3, 6] and seen == [False, False]
-    assert history.seconds > 0 and not model.training
+    assert len(history.eval_seconds) == 2 and 0 < history.eval_seconds[0] < history.eval_seconds[1] <= history.seconds
+    assert not model.training

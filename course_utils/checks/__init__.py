@@ -16,7 +16,7 @@ from .attention import (
 from .layers import check_feed_forward, check_layer_norm, check_pre_norm_layer
 from .masks import check_causal_mask, check_padding_mask, check_target_mask
 from .positional import check_position_shift, check_sinusoidal_encoding
-from .training import check_label_smoothing, check_shift_right
+from .training import check_label_smoothing, check_noam_lr, check_shift_right
 
 __all__ = [
     "Verdict",
@@ -27,6 +27,7 @@ __all__ = [
     "check_layer_norm",
     "check_merge_heads",
     "check_mha_parameter_count",
+    "check_noam_lr",
     "check_padding_mask",
     "check_position_shift",
     "check_pre_norm_layer",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -10,7 +11,7 @@ from torch import Tensor
 
 from ._core import NotYet, Verdict, call, same, verdict
 
-__all__ = ["check_label_smoothing", "check_shift_right"]
+__all__ = ["check_label_smoothing", "check_noam_lr", "check_shift_right"]
 
 
 def check_shift_right(fn: Callable) -> Verdict:
@@ -44,5 +45,25 @@ def check_label_smoothing(fn: Callable) -> Verdict:
                 f"the loss at smoothing={smoothing}",
             )
         return "label-smoothed cross-entropy matches F.cross_entropy(label_smoothing=...)."
+
+    return verdict(run)
+
+
+def check_noam_lr(fn: Callable) -> Verdict:
+    """``fn(step, d_model, warmup_steps)`` returns the paper's learning rate at ``step`` (counted from 1)."""
+
+    def run() -> str:
+        from ..train import noam_lr
+
+        for step in (1, 10, 399, 400, 401, 4000, 100_000):
+            got = call(fn, step, 512, 400)
+            expected = noam_lr(step, 512, 400)
+            if not isinstance(got, (int, float, Tensor)):
+                raise NotYet(f"return a number; got {type(got).__name__}")
+            if math.isclose(float(got), expected * 512**0.5, rel_tol=1e-6):
+                raise NotYet("the factor d_model ** -0.5 is missing")
+            if not math.isclose(float(got), expected, rel_tol=1e-6):
+                raise NotYet(f"at step {step} (d_model=512, warmup=400): got {float(got):.6g}, expected {expected:.6g}")
+        return "noam_lr is right: linear warm-up to step 400, then decay as 1/sqrt(step)."
 
     return verdict(run)

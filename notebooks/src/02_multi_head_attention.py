@@ -300,7 +300,7 @@ history = train(model, batches(), loss_fn, config, device=device, desc="two-job 
 # Now measure on 1,000 fresh sequences: how accurate is the model, and where does each head look? For each
 # head we average its weight on the previous position, on the marked position, and on the token itself.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 x, previous, marked, where = (t.to(device) for t in marker_batch(1000, torch.Generator().manual_seed(1234)))
 with torch.no_grad():
     logits_previous, logits_marked = model(x)
@@ -308,6 +308,7 @@ seen = previous != -100
 accuracy_previous = (logits_previous.argmax(-1)[seen] == previous[seen]).float().mean().item()
 accuracy_marked = (logits_marked.argmax(-1) == marked).float().mean().item()
 print(f"accuracy: previous digit {accuracy_previous:.1%}, marked digit {accuracy_marked:.1%}")
+assert min(accuracy_previous, accuracy_marked) > 0.95, "the two-job model should solve both jobs"
 
 w = model.attn.attn_weights  # (1000, h, T, T)
 t = torch.arange(1, T_TASK)
@@ -328,7 +329,7 @@ else:
 # neither was told to. Seeing is believing; here are both heads on one sequence (`attention_grid` from
 # `course_utils`):
 
-# %%
+# %% tags=["nbval-ignore-output"]
 x1 = x[:1]  # one sequence: (1, T)
 with torch.no_grad():
     model(x1)
