@@ -5,7 +5,7 @@ on imports it from here. Conventions: batch first, ``(B, T, d_model)``; heads
 ``(B, n_heads, T, d_k)``; bool masks with True = may attend.
 """
 
-from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
 from .checks import (
     check_causal_mask,
     check_cross_attention,
@@ -14,6 +14,7 @@ from .checks import (
     check_layer_norm,
     check_merge_heads,
     check_mha_parameter_count,
+    check_next_token_targets,
     check_noam_lr,
     check_padding_mask,
     check_position_shift,
@@ -23,17 +24,21 @@ from .checks import (
     check_sinusoidal_encoding,
     check_split_heads,
     check_target_mask,
+    check_temperature,
+    check_top_k,
 )
 from .data import CharTokenizer, encode_pairs, random_batches, reversal_pairs
 from .dates import DATE_FORMATS, DateTask
 from .decoder import Decoder, DecoderLayer
 from .encoder import Encoder, EncoderLayer
 from .fast import fast_kernels
+from .gpt import GPT, GPTBlock, estimate_loss
 from .layers import FeedForward, LayerNorm
 from .masks import causal_mask, padding_mask, target_mask
 from .model import Transformer, greedy_decode
 from .positional import PositionalEncoding, sinusoidal_encoding
 from .reference import TorchTransformer
+from .text import TINY_SHAKESPEARE, load_tiny_shakespeare, random_windows, split_ids
 from .train import (
     History,
     TrainConfig,
@@ -50,6 +55,7 @@ from .viz import (
     attention_chart,
     attention_grid,
     attention_heatmap,
+    evaluation_curve,
     loss_curve,
     positional_encoding_chart,
     positional_encoding_heatmap,
@@ -60,6 +66,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DATE_FORMATS",
+    "GPT",
+    "TINY_SHAKESPEARE",
     "CharTokenizer",
     "DateTask",
     "Decoder",
@@ -67,7 +75,9 @@ __all__ = [
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "GPTBlock",
     "History",
+    "KVCache",
     "LayerNorm",
     "MultiHeadAttention",
     "PositionalEncoding",
@@ -85,6 +95,7 @@ __all__ = [
     "check_layer_norm",
     "check_merge_heads",
     "check_mha_parameter_count",
+    "check_next_token_targets",
     "check_noam_lr",
     "check_padding_mask",
     "check_position_shift",
@@ -94,12 +105,17 @@ __all__ = [
     "check_sinusoidal_encoding",
     "check_split_heads",
     "check_target_mask",
+    "check_temperature",
+    "check_top_k",
     "count_parameters",
     "encode_pairs",
+    "estimate_loss",
+    "evaluation_curve",
     "exact_match",
     "fast_kernels",
     "get_device",
     "greedy_decode",
+    "load_tiny_shakespeare",
     "loss_curve",
     "lr_factor",
     "make_optimizer",
@@ -109,11 +125,13 @@ __all__ = [
     "positional_encoding_heatmap",
     "positional_waves",
     "random_batches",
+    "random_windows",
     "reversal_pairs",
     "scaled_dot_product_attention",
     "seq2seq_loss",
     "set_seed",
     "sinusoidal_encoding",
+    "split_ids",
     "target_mask",
     "train",
     "train_step",

@@ -12,9 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .masks import causal_mask
-
-__all__ = ["MultiHeadAttention", "scaled_dot_product_attention"]
+__all__ = ["KVCache", "MultiHeadAttention", "scaled_dot_product_attention"]
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
@@ -86,6 +84,30 @@ def _divisibility_error(d_model: int, n_heads: int) -> ValueError:
     )
 
 
+class KVCache:
+    """The keys and values one attention module has computed so far, ``(B, h, T_past, d_k)`` each.
+
+    During generation each new token needs attention over all earlier ones; their keys and values do
+    not change, so they are kept here and only the new token's are computed (see ``GPT.generate``).
+    """
+
+    def __init__(self) -> None:
+        self.keys: Tensor | None = None
+        self.values: Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.keys is None else self.keys.size(2)
+
+    def extend(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Append the new positions' keys and values; return all of them."""
+        if self.keys is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = torch.cat([self.keys, keys], dim=2)  # (B, h, T_past + T_new, d_k)
+            self.values = torch.cat([self.values, values], dim=2)
+        return self.keys, self.values
+
+
 class MultiHeadAttention(nn.Module):
     r"""MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
@@ -98,6 +120,10 @@ class MultiHeadAttention(nn.Module):
     in ``.attn_weights`` for plotting, unless ``need_weights`` is False: then the fused
     ``F.scaled_dot_product_attention`` kernel computes the same output faster and
     ``.attn_weights`` is None (see ``fast_kernels``).
+
+    ``is_causal=True`` lets query i see keys up to its own position. With a ``cache`` (a ``KVCache``),
+    the keys and values of earlier calls are reused and the queries are the *last* positions, so the
+    causal mask is aligned to the end: a single new query sees every cached key and itself.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
@@ -122,7 +148,14 @@ class MultiHeadAttention(nn.Module):
         return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k)
 
     def forward(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, *, is_causal: bool = False
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
     ) -> Tensor:
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.dim() != 3 or x.size(-1) != self.d_model:
@@ -135,11 +168,16 @@ class MultiHeadAttention(nn.Module):
         q = self._split_heads(self.w_q(query))  # (B, h, T_q, d_k)
         k = self._split_heads(self.w_k(key))  # (B, h, T_k, d_k)
         v = self._split_heads(self.w_v(value))  # (B, h, T_k, d_k)
-        if is_causal:  # self-attention in which position i sees positions <= i
-            if q.size(2) != k.size(2):
-                raise ValueError(f"is_causal needs T_q == T_k; got T_q={q.size(2)}, T_k={k.size(2)}")
-            if mask is not None or self.need_weights:
-                causal = causal_mask(q.size(2), device=q.device)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, h, T_past + T_k, d_k): earlier positions' keys and values too
+        if is_causal:  # query i sees keys up to its own position
+            T_q, T_k = q.size(2), k.size(2)
+            if T_q != T_k and cache is None:
+                raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")
+            if T_q == 1:  # one new query, at the end: it may see every key
+                is_causal = False
+            elif T_q != T_k or mask is not None or self.need_weights:
+                causal = torch.ones(T_q, T_k, dtype=torch.bool, device=q.device).tril(diagonal=T_k - T_q)
                 mask, is_causal = (causal if mask is None else mask & causal), False
         dropout_p = self.dropout if self.training else 0.0
         if self.need_weights:

@@ -21,11 +21,11 @@ class LayerNorm(nn.Module):
     counts.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))  # gamma, the scale
-        self.bias = nn.Parameter(torch.zeros(d_model))  # beta, the shift
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None  # beta, the shift (GPTs often omit it)
         self.fused = False
 
     def forward(self, x: Tensor) -> Tensor:
@@ -35,7 +35,8 @@ class LayerNorm(nn.Module):
             return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
         var = (x - mean).pow(2).mean(dim=-1, keepdim=True)  # (..., 1), biased
-        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+        y = (x - mean) / torch.sqrt(var + self.eps) * self.weight
+        return y if self.bias is None else y + self.bias
 
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}"
@@ -51,13 +52,15 @@ class FeedForward(nn.Module):
     ``nn.TransformerEncoderLayer``. ``activation="gelu"`` gives the GPT variant.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True
+    ) -> None:
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}; got {activation!r}")
         self.activation = activation
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -5,6 +5,7 @@ Shape letters: B batch, S source length, T target length, V vocabulary size.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -46,6 +47,7 @@ class TrainConfig:
     grad_clip: float | None = 1.0
     betas: tuple[float, float] = (0.9, 0.98)  # the paper's Adam settings
     fast_kernels: bool = True  # train with PyTorch's fused kernels (same functions; weights are not kept)
+    amp: bool = True  # on GPUs with native bfloat16, compute the forward pass in bfloat16 (autocast)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -108,14 +110,22 @@ class History:
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with the paper's betas and eps; the fused kernel where PyTorch has one."""
+    """AdamW with the paper's eps; the fused kernel where PyTorch has one.
+
+    Weight decay applies to matrices (weights, embeddings) only, never to biases or LayerNorm scales,
+    as is usual for Transformers.
+    """
     device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(
-        model.parameters(),
+        [g for g in groups if g["params"]],
         lr=config.lr,
         betas=config.betas,
         eps=1e-9,
-        weight_decay=config.weight_decay,
         fused=device.type in ("cpu", "cuda"),  # one kernel for all parameters: faster where available
     )
 
@@ -129,10 +139,10 @@ def train_step(
 ) -> Tensor:
     """One step: forward, loss, backward, gradient clipping, optimizer update. Returns the loss (detached)."""
     model.train()
-    if config.fast_kernels:
-        with fast_kernels(model):
-            loss = loss_fn(model, *batch)
-    else:
+    device = next(model.parameters()).device
+    bf16 = config.amp and device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    kernels = fast_kernels(model) if config.fast_kernels else contextlib.nullcontext()
+    with kernels, torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         loss = loss_fn(model, *batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()

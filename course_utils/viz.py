@@ -17,8 +17,14 @@ if TYPE_CHECKING:  # Altair costs ~2 s to import: only the interactive charts lo
     import altair as alt
 
 __all__ = [
-    "attention_chart", "attention_grid", "attention_heatmap", "loss_curve",
-    "positional_encoding_chart", "positional_encoding_heatmap", "positional_waves",
+    "attention_chart",
+    "attention_grid",
+    "attention_heatmap",
+    "evaluation_curve",
+    "loss_curve",
+    "positional_encoding_chart",
+    "positional_encoding_heatmap",
+    "positional_waves",
 ]  # fmt: skip
 
 
@@ -200,6 +206,23 @@ def loss_curve(
     ax.set_title(title)
     if any(labels):
         ax.legend()
+    ax.grid(alpha=0.3)
+    plt.close(fig)
+    return fig
+
+
+def evaluation_curve(history, *, title: str = "Loss during training", ylabel: str = "loss") -> Figure:
+    """Each metric of ``History.evals`` (e.g. train and validation loss) against step, with the training loss."""
+    fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
+    if history.loss:
+        ax.plot(history.steps, history.loss, color="lightgray", lw=0.8, label="training batches")
+    steps = [step for step, _ in history.evals]
+    for name in history.evals[0][1] if history.evals else []:
+        ax.plot(steps, [metrics[name] for _, metrics in history.evals], "o-", label=name)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
     ax.grid(alpha=0.3)
     plt.close(fig)
     return fig

@@ -15,6 +15,7 @@ from course_utils import (
     check_layer_norm,
     check_merge_heads,
     check_mha_parameter_count,
+    check_next_token_targets,
     check_noam_lr,
     check_padding_mask,
     check_position_shift,
@@ -24,6 +25,8 @@ from course_utils import (
     check_sinusoidal_encoding,
     check_split_heads,
     check_target_mask,
+    check_temperature,
+    check_top_k,
     padding_mask,
     scaled_dot_product_attention,
     sinusoidal_encoding,
@@ -82,6 +85,9 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
             lambda tgt, pad: (tgt != pad)[:, None, None, :] & torch.ones(tgt.size(1), tgt.size(1)).tril().bool(),
         ),
         (check_noam_lr, lambda s, d, w: d**-0.5 * min(s**-0.5, s * w**-1.5)),
+        (check_next_token_targets, lambda w: (w[:, :-1], w[:, 1:])),
+        (check_temperature, lambda logits, t: (logits / t).softmax(-1)),
+        (check_top_k, lambda logits, k: logits.masked_fill(logits < logits.topk(k).values[:, -1:], float("-inf"))),
         (check_cross_attention, lambda attn, x, memory, mask: attn(x, memory, memory, mask)),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
@@ -196,3 +202,15 @@ def test_cross_attention_with_queries_from_the_encoder_is_named(capsys):
 def test_noam_lr_without_the_model_size_factor_is_named(capsys):
     ok, out = verdict(check_noam_lr, lambda s, d, w: min(s**-0.5, s * w**-1.5), capsys)
     assert not ok and "d_model ** -0.5" in out
+
+
+def test_temperature_multiplied_is_named(capsys):
+    ok, out = verdict(check_temperature, lambda logits, t: (logits * t).softmax(-1), capsys)
+    assert not ok and "divide the logits" in out
+
+
+def test_top_k_that_zeroes_instead_of_minus_infinity_is_named(capsys):
+    ok, out = verdict(
+        check_top_k, lambda logits, k: logits.masked_fill(logits < logits.topk(k).values[:, -1:], 0.0), capsys
+    )
+    assert not ok and "-inf" in out

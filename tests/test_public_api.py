@@ -8,6 +8,8 @@ from torch import nn
 import course_utils
 
 EXPECTED = {
+    "GPT", "GPTBlock", "KVCache", "TINY_SHAKESPEARE", "load_tiny_shakespeare", "random_windows", "split_ids",
+    "estimate_loss", "evaluation_curve", "check_next_token_targets", "check_temperature", "check_top_k",
     "CharTokenizer", "DATE_FORMATS", "DateTask", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer",
     "FeedForward", "History", "LayerNorm", "MultiHeadAttention", "PositionalEncoding", "TorchTransformer",
     "TrainConfig", "Transformer", "attention_chart", "attention_grid", "attention_heatmap", "causal_mask",

@@ -13,6 +13,7 @@ from .attention import (
     check_scaled_dot_product_attention,
     check_split_heads,
 )
+from .generation import check_next_token_targets, check_temperature, check_top_k
 from .layers import check_feed_forward, check_layer_norm, check_pre_norm_layer
 from .masks import check_causal_mask, check_padding_mask, check_target_mask
 from .positional import check_position_shift, check_sinusoidal_encoding
@@ -27,6 +28,7 @@ __all__ = [
     "check_layer_norm",
     "check_merge_heads",
     "check_mha_parameter_count",
+    "check_next_token_targets",
     "check_noam_lr",
     "check_padding_mask",
     "check_position_shift",
@@ -36,4 +38,6 @@ __all__ = [
     "check_sinusoidal_encoding",
     "check_split_heads",
     "check_target_mask",
+    "check_temperature",
+    "check_top_k",
 ]

@@ -1,0 +1,166 @@
+"""A GPT: the Transformer's decoder alone, trained to predict the next token (Radford et al. 2018, 2019).
+
+Shape letters: B batch, T sequence length (at most ``block_size``), V vocabulary size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import KVCache, MultiHeadAttention
+from .layers import FeedForward, LayerNorm
+
+__all__ = ["GPT", "GPTBlock", "estimate_loss"]
+
+
+class GPTBlock(nn.Module):
+    """A pre-norm decoder layer without cross-attention: x + CausalSelfAttn(LN(x)), then x + FFN(LN(x))."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        self.norm1 = LayerNorm(d_model, bias=bias)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias)
+        self.norm2 = LayerNorm(d_model, bias=bias)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout=0.0, activation="gelu", bias=bias)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
+        h = self.norm1(x)
+        x = x + self.dropout1(self.self_attn(h, h, h, is_causal=True, cache=cache))
+        return x + self.dropout2(self.feed_forward(self.norm2(x)))  # (B, T, d_model)
+
+
+class GPT(nn.Module):
+    """Token and learned position embeddings, ``n_layers`` causal pre-norm blocks, a final LayerNorm,
+    and an output head whose weight is the token embedding (tied: the same matrix reads and writes tokens).
+
+    ``forward(idx (B, T), targets (B, T) = None)`` returns ``(logits (B, T, V), loss or None)``.
+    Initialisation as GPT-2: N(0, 0.02), with the projections that write into the residual stream
+    scaled down by sqrt(2 * n_layers) so that the stream's variance does not grow with depth.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        block_size: int,
+        d_model: int = 384,
+        n_heads: int = 6,
+        n_layers: int = 6,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.vocab_size, self.block_size = vocab_size, block_size
+        self.token_embed = nn.Embedding(vocab_size, d_model)
+        self.position_embed = nn.Embedding(block_size, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            GPTBlock(d_model, n_heads, d_ff or 4 * d_model, dropout, bias) for _ in range(n_layers)
+        )
+        self.norm = LayerNorm(d_model, bias=bias)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head.weight = self.token_embed.weight  # weight tying
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                residual = name.endswith(("w_o.weight", "w_2.weight"))
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layers) if residual else 0.02)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None, caches: list[KVCache] | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        if idx.dim() != 2 or idx.is_floating_point():
+            raise ValueError(f"idx must be token ids of shape (B, T); got {idx.dtype} {tuple(idx.shape)}")
+        past = len(caches[0]) if caches else 0
+        T = idx.size(1)
+        if past + T > self.block_size:
+            raise ValueError(
+                f"{past + T} positions exceed block_size={self.block_size}; crop the input (generate does)"
+            )
+        positions = torch.arange(past, past + T, device=idx.device)  # (T,)
+        x = self.dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, d_model)
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        logits = self.head(self.norm(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Extend ``idx`` ``(B, T)`` by ``max_new_tokens`` sampled tokens; returns ``(B, T + max_new_tokens)``.
+
+        Each step divides the last logits by ``temperature`` (0 means always take the most likely token),
+        keeps only the ``top_k`` most likely tokens if given, and samples from the softmax.
+        With ``use_cache`` the keys and values of earlier positions are reused (``KVCache``), so each step
+        processes one token instead of the whole context. Once the text outgrows ``block_size``, the
+        window slides and every position changes place, so each step recomputes the cropped window, as
+        without a cache. Both ways produce the same tokens. Runs in eval mode and restores the mode.
+        """
+        if temperature < 0 or (top_k is not None and top_k < 1):
+            raise ValueError(f"need temperature >= 0 and top_k >= 1 or None; got {temperature}, {top_k}")
+        was_training = self.training
+        self.eval()
+        try:
+            caches = None
+            for _ in range(max_new_tokens):
+                if use_cache and idx.size(1) < self.block_size:
+                    if caches is None:  # first step: the whole prompt fills the caches
+                        caches = [KVCache() for _ in self.blocks]
+                        logits, _ = self(idx, caches=caches)
+                    else:  # later steps: only the newest token
+                        logits, _ = self(idx[:, -1:], caches=caches)
+                else:
+                    caches = None
+                    logits, _ = self(idx[:, -self.block_size :])
+                next_token = self._sample(logits[:, -1], temperature, top_k, generator)  # (B, 1)
+                idx = torch.cat([idx, next_token], dim=1)
+            return idx
+        finally:
+            self.train(was_training)
+
+    @staticmethod
+    def _sample(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> Tensor:
+        if temperature == 0:
+            return logits.argmax(dim=-1, keepdim=True)
+        logits = logits / temperature  # (B, V)
+        if top_k is not None:
+            kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1): the k-th largest
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = logits.softmax(dim=-1)
+        return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
+
+
+@torch.no_grad()
+def estimate_loss(
+    model: GPT, splits: dict[str, Tensor], batch_size: int, iters: int = 50, seed: int = 1234
+) -> dict[str, float]:
+    """Mean loss of ``model`` over ``iters`` batches of random windows of each split. The windows are the
+    same at every call (fixed ``seed``), so successive estimates are comparable."""
+    from .text import random_windows
+
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out = {}
+    for name, data in splits.items():
+        windows = random_windows(data, model.block_size, batch_size, seed=seed)
+        losses = [model(*(t.to(device) for t in next(windows)))[1] for _ in range(iters)]
+        out[name] = torch.stack(losses).mean().item()
+    model.train(was_training)
+    return out

@@ -1,0 +1,97 @@
+"""The GPT: causality, the key/value cache, sampling, size, and that it learns."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from course_utils import GPT, KVCache, MultiHeadAttention, TrainConfig, estimate_loss, train
+
+
+def small(**kw):
+    torch.manual_seed(0)
+    return GPT(vocab_size=11, block_size=16, d_model=32, n_heads=4, n_layers=2, **kw).eval()
+
+
+def test_changing_future_tokens_never_changes_earlier_logits():
+    model = small()
+    idx = torch.randint(0, 11, (2, 10))
+    changed = idx.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 11
+    assert_close(model(changed)[0][:, :6], model(idx)[0][:, :6])
+
+
+def test_cached_forward_equals_the_full_forward():
+    model = small()
+    idx = torch.randint(0, 11, (2, 12))
+    full, _ = model(idx)
+    caches = [KVCache() for _ in model.blocks]
+    prefix, _ = model(idx[:, :7], caches=caches)  # several new positions at once
+    steps = [model(idx[:, t : t + 1], caches=caches)[0] for t in range(7, 12)]  # then one at a time
+    assert_close(torch.cat([prefix, *steps], dim=1), full)
+    assert len(caches[0]) == 12
+
+
+def test_attention_with_a_cache_equals_causal_attention_over_everything():
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 9, 16)
+    expected = mha(x, x, x, is_causal=True)
+    cache = KVCache()
+    first = mha(x[:, :5], x[:, :5], x[:, :5], is_causal=True, cache=cache)
+    second = mha(x[:, 5:], x[:, 5:], x[:, 5:], is_causal=True, cache=cache)  # 4 queries after 5 cached keys
+    assert_close(torch.cat([first, second], dim=1), expected)
+
+
+@pytest.mark.parametrize("temperature, top_k", [(0.0, None), (1.0, None), (0.8, 3)])
+def test_cached_and_uncached_generation_produce_identical_tokens(temperature, top_k):
+    model = small()
+    prompt = torch.randint(0, 11, (2, 3))
+    outs = [
+        model.generate(prompt, 25, temperature, top_k, use_cache=cache, generator=torch.Generator().manual_seed(5))
+        for cache in (True, False)
+    ]  # 28 tokens: beyond block_size=16, so the window also slides
+    assert outs[0].shape == (2, 28)
+    assert torch.equal(outs[0], outs[1])
+    assert torch.equal(outs[0][:, :3], prompt)
+
+
+def test_top_k_one_is_greedy_and_generation_keeps_the_mode():
+    model = small().train()
+    prompt = torch.randint(0, 11, (1, 4))
+    greedy = model.generate(prompt, 8, temperature=0.0)
+    assert torch.equal(model.generate(prompt, 8, temperature=1.0, top_k=1), greedy)
+    assert model.training
+
+
+def test_bad_arguments_give_clear_errors():
+    model = small()
+    with pytest.raises(ValueError, match="exceed block_size=16"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match="temperature >= 0"):
+        model.generate(torch.zeros(1, 1, dtype=torch.long), 2, temperature=-1.0)
+    with pytest.raises(ValueError, match=r"token ids of shape \(B, T\)"):
+        model(torch.zeros(4))
+
+
+def test_the_nanogpt_shakespeare_size_has_10_65_million_parameters_and_tied_weights():
+    model = GPT(vocab_size=65, block_size=256, d_model=384, n_heads=6, n_layers=6, dropout=0.2, bias=False)
+    assert model.head.weight is model.token_embed.weight
+    total = sum(p.numel() for p in model.parameters())  # the tied matrix once
+    assert total - model.position_embed.weight.numel() == 10_646_784  # nanoGPT reports "10.65M"
+
+
+def test_a_small_gpt_learns_a_repeating_sequence():
+    model = small().train()
+    pattern = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6, 5, 3] * 10)
+
+    def windows():
+        g = torch.Generator().manual_seed(0)
+        while True:
+            starts = torch.randint(0, len(pattern) - 17, (16,), generator=g)
+            w = pattern[starts[:, None] + torch.arange(17)]
+            yield w[:, :-1], w[:, 1:]
+
+    config = TrainConfig(steps=150, lr=3e-3, warmup_steps=10, schedule="cosine", label_smoothing=0.0)
+    train(model, windows(), lambda m, x, y: m(x, y)[1], config, progress=False)
+    losses = estimate_loss(model, {"pattern": pattern}, batch_size=8, iters=4)
+    assert losses["pattern"] < 0.2
+    assert model.generate(pattern[None, :10], 10, temperature=0.0)[0, 10:].tolist() == pattern[10:20].tolist()

@@ -1,0 +1,90 @@
+"""The data loader never needs the internet in tests: downloads are simulated."""
+
+import hashlib
+import io
+import os
+import urllib.error
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils import TINY_SHAKESPEARE, CharTokenizer, load_tiny_shakespeare, random_windows, split_ids
+from course_utils import text as text_module
+from course_utils.text import DataFile, fetch
+
+CONTENT = b"To be, or not to be, that is the question.\n"
+FAKE = DataFile("fake.txt", "https://example.invalid/fake.txt", hashlib.sha256(CONTENT).hexdigest(), len(CONTENT))
+
+
+@pytest.fixture
+def no_mirror(monkeypatch):
+    monkeypatch.delenv("COURSE_DATA_MIRROR", raising=False)
+
+
+def serve(monkeypatch, payload=None, error=None):
+    calls = []
+
+    def urlopen(url, timeout):
+        calls.append(url)
+        if error:
+            raise error
+        return io.BytesIO(payload)
+
+    monkeypatch.setattr(text_module.urllib.request, "urlopen", urlopen)
+    return calls
+
+
+def test_a_download_is_verified_then_moved_into_place(tmp_path, monkeypatch, no_mirror):
+    calls = serve(monkeypatch, CONTENT)
+    path = fetch(FAKE, tmp_path)
+    assert path.read_bytes() == CONTENT and calls == [FAKE.url]
+    assert os.listdir(tmp_path) == ["fake.txt"]  # no temporary file left behind
+    assert fetch(FAKE, tmp_path) == path and len(calls) == 1  # the second call reads the local copy
+
+
+def test_a_corrupted_download_is_refused_and_leaves_nothing(tmp_path, monkeypatch, no_mirror):
+    serve(monkeypatch, b"<html>rate limited</html>")
+    with pytest.raises(ValueError, match="does not match the expected SHA-256"):
+        fetch(FAKE, tmp_path)
+    assert os.listdir(tmp_path) == []
+
+
+def test_offline_the_error_says_where_to_put_the_file(tmp_path, monkeypatch, no_mirror):
+    serve(monkeypatch, error=urllib.error.URLError("no route to host"))
+    with pytest.raises(RuntimeError, match=r"save it as .*fake\.txt.*COURSE_DATA_MIRROR"):
+        fetch(FAKE, tmp_path)
+
+
+def test_a_mirror_folder_is_used_without_downloading(tmp_path, monkeypatch):
+    (tmp_path / "fake.txt").write_bytes(CONTENT)
+    monkeypatch.setenv("COURSE_DATA_MIRROR", str(tmp_path))
+    calls = serve(monkeypatch, b"")
+    assert fetch(FAKE, tmp_path / "elsewhere") == tmp_path / "fake.txt" and calls == []
+    (tmp_path / "fake.txt").write_bytes(CONTENT + b"tampered")
+    with pytest.raises(ValueError, match="COURSE_DATA_MIRROR"):
+        fetch(FAKE)
+
+
+@pytest.mark.skipif(not os.environ.get("COURSE_DATA_MIRROR"), reason="needs the Tiny Shakespeare mirror (CI sets it)")
+def test_tiny_shakespeare_has_its_65_characters_and_splits_90_10():
+    text = load_tiny_shakespeare()
+    assert len(text) == TINY_SHAKESPEARE.size and text.startswith("First Citizen:")
+    tok = CharTokenizer(text, specials=False)
+    assert tok.vocab_size == 65
+    train, val = split_ids(text, tok)
+    assert len(train) == int(0.9 * len(text)) and len(train) + len(val) == len(text)
+
+
+def test_random_windows_are_shifted_by_one():
+    data = torch.arange(100)
+    x, y = next(random_windows(data, block_size=8, batch_size=4, seed=0))
+    assert x.shape == y.shape == (4, 8)
+    assert torch.equal(y, x + 1)
+    with pytest.raises(ValueError, match="longer than block_size"):
+        next(random_windows(data[:8], block_size=8, batch_size=1))
+
+
+def test_the_default_data_folder_is_the_repositorys(monkeypatch):
+    monkeypatch.delenv("COURSE_DATA_DIR", raising=False)
+    assert text_module.default_data_dir() == Path(__file__).resolve().parents[1] / "data"
