@@ -4,6 +4,7 @@
 #   make outputs    re-execute every notebook on the CPU and store its outputs (commit the result)
 #   make notebooks  rebuild notebooks/*.ipynb from notebooks/src/*.py without running them
 #   make benchmark  time our Transformer against nn.Transformer (see benchmarks/README.md)
+#   make test-colab re-execute every notebook with the library versions Google Colab ships (.venv-colab)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,7 +17,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanit
 # plain-text progress bars whose final line reads well in a saved notebook.
 CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0 COURSE_PROGRESS=text
 
-.PHONY: install lab test lint unit nbval outputs notebooks benchmark constraints clean
+.PHONY: install lab test test-colab lint unit nbval outputs notebooks benchmark constraints clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
@@ -51,6 +52,19 @@ outputs: install
 
 notebooks: install
 	$(BIN)/python notebooks/build.py
+
+# A second environment with Colab's (older) versions: the notebooks must run there too. Outputs that depend on
+# library versions (chart HTML, progress bars) are not compared; everything else is, strictly.
+COLAB_VENV := .venv-colab
+$(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.txt
+	$(PYTHON) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/python -m pip install -q --upgrade pip
+	$(COLAB_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(COLAB_VENV)/bin/python -m pip install -c .ci/constraints-colab.txt -e ".[test]"
+	@touch $@
+
+test-colab: $(COLAB_VENV)/.installed
+	$(CPU_ONLY) $(COLAB_VENV)/bin/python -m pytest notebooks $(NBVAL) -q
 
 benchmark: install
 	$(BIN)/python benchmarks/bench_transformer.py

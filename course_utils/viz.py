@@ -36,6 +36,15 @@ def _array(x, dims: tuple[int, ...], name: str) -> np.ndarray:
     return a
 
 
+def _inline_csv(columns: dict[str, np.ndarray]) -> alt.InlineData:
+    """Chart data inlined as CSV: a few bytes a row, where row-wise JSON repeats every field name."""
+    import altair as alt
+
+    rows = zip(*(np.asarray(v).tolist() for v in columns.values()))
+    text = "\n".join([",".join(columns), *(",".join(map(str, row)) for row in rows)])
+    return alt.InlineData(values=text, format=alt.DataFormat(type="csv", parse=dict.fromkeys(columns, "number")))
+
+
 def _labels(labels: Sequence[str] | None, n: int, axis: str) -> list[str]:
     if labels is None:
         return [str(i) for i in range(n)]
@@ -115,32 +124,38 @@ def attention_chart(
     """Interactive Altair heatmap: hover a cell for its query, key and weight; hovering highlights
     the query's row. With ``(h, T_q, T_k)`` weights, a dropdown picks the head (or layer)."""
     import altair as alt
-    import pandas as pd
 
     w = _array(weights, (2, 3), "weights")
     w = w[None] if w.ndim == 2 else w
     n, T_q, T_k = w.shape
+    if n * T_q * T_k > 5000:  # Altair refuses larger inline datasets, and the notebook would grow by megabytes
+        raise ValueError(
+            f"{n} heads x {T_q} x {T_k} = {n * T_q * T_k} cells; an interactive chart holds at most 5000: "
+            "pass fewer heads or a shorter sequence (attention_grid draws any size)"
+        )
     keys = _labels(keys, T_k, "key")
     queries = keys if queries is None and T_q == T_k else _labels(queries, T_q, "query")
     names = _labels(head_names, n, "head") if head_names is not None else [f"head {i}" for i in range(n)]
     h, q, k = np.meshgrid(np.arange(n), np.arange(T_q), np.arange(T_k), indexing="ij")
-    data = pd.DataFrame({
-        "head": np.array(names)[h.ravel()], "q": q.ravel(), "k": k.ravel(),
-        "query": np.array(queries)[q.ravel()], "key": np.array(keys)[k.ravel()],
-        "weight": np.round(w.ravel(), 4),  # rounded: smaller notebooks, stable outputs
-    })  # fmt: skip
-    # Positions, not token strings, index the axes (tokens repeat); labelExpr shows the tokens.
+    # Indices and weights only (rounded: smaller notebooks, stable outputs); the labels are looked up from one
+    # inlined array each, and positions, not token strings, index the axes (tokens repeat).
+    data = _inline_csv({"h": h.ravel(), "q": q.ravel(), "k": k.ravel(), "weight": np.round(w.ravel(), 3)})
+    lookup = {"head": (names, "h"), "query": (queries, "q"), "key": (keys, "k")}
     row = alt.selection_point(on="pointerover", fields=["q"], empty=False, clear="pointerout")
-    chart = alt.Chart(data, title=title).mark_rect(stroke="white", strokeWidth=0.5).encode(
+    chart = alt.Chart(data, title=title).transform_calculate(
+        **{field: f"{json.dumps(labels)}[datum.{index}]" for field, (labels, index) in lookup.items()}
+    ).mark_rect(stroke="white", strokeWidth=0.5).encode(
         x=alt.X("k:O", title="key (attended to)", axis=alt.Axis(labelExpr=f"{json.dumps(keys)}[datum.value]", labelAngle=0)),
         y=alt.Y("q:O", title="query (attending)", axis=alt.Axis(labelExpr=f"{json.dumps(queries)}[datum.value]")),
-        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, round(float(w.max()), 4) or 1.0])),
+        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, round(float(w.max()), 3) or 1.0])),
         opacity=alt.condition(row, alt.value(1.0), alt.value(0.85)),
         tooltip=["head:N", "query:N", "key:N", alt.Tooltip("weight:Q", format=".3f")],
     ).add_params(row).properties(width=cell * T_k, height=cell * T_q)  # fmt: skip
     if n > 1:
-        pick = alt.param(name="head_pick", value=names[0], bind=alt.binding_select(options=names, name="show "))
-        chart = chart.add_params(pick).transform_filter(alt.datum.head == pick)
+        pick = alt.param(
+            name="head_pick", value=0, bind=alt.binding_select(options=list(range(n)), labels=names, name="show ")
+        )
+        chart = chart.add_params(pick).transform_filter(alt.datum.h == pick)
     return chart
 
 
@@ -176,11 +191,10 @@ def positional_waves(pe, dims: Sequence[int] = (0, 1, 4, 8, 16), *, title: str |
 def positional_encoding_chart(pe, *, title: str = "Positional encoding (hover for values)") -> alt.Chart:
     """Interactive Altair heatmap of the encoding; hover for position, dimension and value."""
     import altair as alt
-    import pandas as pd
 
     a = _array(pe, (2,), "pe")
     pos, dim = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")
-    data = pd.DataFrame({"position": pos.ravel(), "dimension": dim.ravel(), "value": np.round(a.ravel(), 3)})
+    data = _inline_csv({"position": pos.ravel(), "dimension": dim.ravel(), "value": np.round(a.ravel(), 3)})
     return alt.Chart(data, title=title).mark_rect().encode(
         x=alt.X("dimension:O", axis=alt.Axis(labelAngle=0, values=list(range(0, a.shape[1], 8)))),
         y=alt.Y("position:O", axis=alt.Axis(values=list(range(0, a.shape[0], 5)))),
