@@ -12,9 +12,15 @@ Placeholders stamped from ``[tool.course]`` in pyproject.toml: ``{{COLAB_BADGE}}
 ``{{REPOSITORY_URL}}`` and ``{{PIP_SPEC}}``. Images referenced from Markdown as
 ``![text](../images/file.png)`` are embedded as cell attachments, so they show on Colab and GitHub.
 
+Interactive Altair charts need JavaScript (and, by default, a CDN) to draw; GitHub's notebook viewer and
+an offline HTML export show nothing in their place. So after running, each chart output is followed by a
+static twin: the same chart rendered to PNG by vl-convert, fully offline. nbval never compares PNGs, so the
+twin costs the regression check nothing; re-running the cell replaces both with the live chart.
+
     python notebooks/build.py                  # write notebooks/*.ipynb without outputs
     python notebooks/build.py --execute [01]   # ... then run them (CPU) and store the outputs
     python notebooks/build.py --check          # exit 1 if a notebook differs from its source
+    python notebooks/build.py --twins          # redraw the static chart images of stored outputs
 """
 
 from __future__ import annotations
@@ -145,6 +151,50 @@ def clean_outputs(nb: nbformat.NotebookNode) -> None:
         cell.outputs = merged
 
 
+ALTAIR_CALL = "})("  # the universal template ends with `(function(spec, embedOpt){...})(SPEC, OPTIONS);`
+TWIN = "static_twin"
+
+
+def altair_spec(output: dict) -> dict | None:
+    """The Vega-Lite spec inside an Altair HTML output, or None for any other output."""
+    html = output.get("data", {}).get("text/html", "")
+    html = "".join(html) if isinstance(html, list) else html
+    if "vegaEmbed" not in html or ALTAIR_CALL not in html:
+        return None
+    spec, _ = json.JSONDecoder().raw_decode(html, html.rindex(ALTAIR_CALL) + len(ALTAIR_CALL))
+    return spec
+
+
+def add_static_twins(nb: nbformat.NotebookNode) -> int:
+    """Put a PNG rendering after every Altair chart output; returns how many were added."""
+    import vl_convert
+
+    added = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        outputs = []
+        for output in cell.get("outputs", []):
+            if output.get("metadata", {}).get(TWIN):
+                continue  # rebuilt below, from the chart it copies
+            outputs.append(output)
+            spec = altair_spec(output)
+            if spec is None:
+                continue
+            major, minor = re.search(r"/v(\d+)\.(\d+)", spec["$schema"]).groups()
+            png = vl_convert.vegalite_to_png(spec, vl_version=f"v{major}_{minor}", scale=1.0)
+            outputs.append(
+                nbformat.v4.new_output(
+                    "display_data",
+                    data={"image/png": base64.b64encode(png).decode()},
+                    metadata={TWIN: True},
+                )
+            )
+            added += 1
+        cell.outputs = outputs
+    return added
+
+
 def execute(nb: nbformat.NotebookNode, name: str) -> float:
     from nbclient import NotebookClient
 
@@ -154,6 +204,7 @@ def execute(nb: nbformat.NotebookNode, name: str) -> float:
     )
     client.execute()
     clean_outputs(nb)
+    add_static_twins(nb)
     return time.perf_counter() - start
 
 
@@ -166,12 +217,18 @@ def main() -> int:
     parser.add_argument("only", nargs="*", help="notebook name prefixes, e.g. 01 03 (default: all)")
     parser.add_argument("--execute", action="store_true", help="run each notebook and store its outputs")
     parser.add_argument("--check", action="store_true", help="fail if a notebook differs from its source")
+    parser.add_argument("--twins", action="store_true", help="only (re)draw the static twins of stored charts")
     args = parser.parse_args()
     sources = sorted((HERE / "src").glob("[0-9][0-9]_*.py"))
     sources = [s for s in sources if not args.only or any(s.stem.startswith(p) for p in args.only)]
     stale = []
     for src in sources:
         target = HERE / f"{src.stem}.ipynb"
+        if args.twins:
+            stored = nbformat.read(target, as_version=4)
+            print(f"{target.name}: {add_static_twins(stored)} static chart images")
+            nbformat.write(stored, target)
+            continue
         nb = build(src)
         if args.check:
             if not target.exists() or comparable(nbformat.read(target, as_version=4)) != comparable(nb):

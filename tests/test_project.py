@@ -1,5 +1,6 @@
 """The project's promises about its own files: requirements, notebooks, outputs."""
 
+import base64
 import fnmatch
 import importlib.util
 import json
@@ -82,6 +83,23 @@ def test_committed_outputs_come_from_one_clean_run(path):
     assert not [o for c in code for o in c["outputs"] if o["output_type"] == "error"]
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
     assert path.stat().st_size < 2_000_000, "keep notebooks under 2 MB"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_interactive_chart_has_a_static_twin_for_viewers_without_javascript(path):
+    builder = load_builder()
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        outputs = cell.get("outputs", [])
+        for index, output in enumerate(outputs):
+            if builder.altair_spec(output) is None:
+                continue
+            twin = outputs[index + 1] if index + 1 < len(outputs) else {}
+            assert twin.get("metadata", {}).get(builder.TWIN), (
+                f"a chart without its image: `make outputs`\n{cell.source}"
+            )
+            png = base64.b64decode(twin["data"]["image/png"])
+            assert png.startswith(b"\x89PNG") and len(png) > 5_000
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
