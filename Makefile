@@ -5,6 +5,7 @@
 #   make notebooks  rebuild notebooks/*.ipynb from notebooks/src/*.py without running them
 #   make benchmark  time our Transformer against nn.Transformer (see benchmarks/README.md)
 #   make test-colab re-execute every notebook with the library versions Google Colab ships (.venv-colab)
+#   make check-browser  open every notebook offline in headless Chromium: every image and chart must appear
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -17,7 +18,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanit
 # plain-text progress bars whose final line reads well in a saved notebook.
 CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0 COURSE_PROGRESS=text
 
-.PHONY: install lab test test-colab lint unit nbval outputs notebooks benchmark constraints clean
+.PHONY: install lab test test-colab check-browser lint unit nbval outputs notebooks benchmark constraints clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
@@ -65,6 +66,11 @@ $(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.
 
 test-colab: $(COLAB_VENV)/.installed
 	$(CPU_ONLY) $(COLAB_VENV)/bin/python -m pytest notebooks $(NBVAL) -q
+
+# Needs Chromium (Debian/Ubuntu: apt-get install chromium). Screenshots land in build/browser-check/.
+check-browser: install
+	$(BIN)/python -m pip install -q $(PIP_CONSTRAINTS) -e ".[test,lab]"
+	$(BIN)/python tests/browser/check_offline.py
 
 benchmark: install
 	$(BIN)/python benchmarks/bench_transformer.py

@@ -60,6 +60,7 @@ from .viz import (
     positional_encoding_chart,
     positional_encoding_heatmap,
     positional_waves,
+    use_offline_charts,
 )
 
 __version__ = "0.1.0"
@@ -135,4 +136,5 @@ __all__ = [
     "target_mask",
     "train",
     "train_step",
+    "use_offline_charts",
 ]

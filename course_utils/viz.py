@@ -5,7 +5,11 @@ notebook displays it. Attention weights may be given as tensors or arrays of sha
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
+import os
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -25,7 +29,10 @@ __all__ = [
     "positional_encoding_chart",
     "positional_encoding_heatmap",
     "positional_waves",
+    "use_offline_charts",
 ]  # fmt: skip
+
+OFFLINE_RENDERER = "course-offline"
 
 
 def _array(x, dims: tuple[int, ...], name: str) -> np.ndarray:
@@ -43,6 +50,64 @@ def _inline_csv(columns: dict[str, np.ndarray]) -> alt.InlineData:
     rows = zip(*(np.asarray(v).tolist() for v in columns.values()))
     text = "\n".join([",".join(columns), *(",".join(map(str, row)) for row in rows)])
     return alt.InlineData(values=text, format=alt.DataFormat(type="csv", parse=dict.fromkeys(columns, "number")))
+
+
+@functools.cache
+def _vega_bundle(vl_version: str) -> str:
+    try:
+        import vl_convert
+    except ImportError:
+        raise ImportError(
+            "offline charts inline Vega's JavaScript from vl-convert: `pip install vl-convert-python` "
+            "(it is in the course's `lab` extra), then restart the kernel"
+        ) from None
+    return vl_convert.javascript_bundle(vl_version=vl_version)
+
+
+def offline_html(spec: dict) -> str:
+    """HTML that draws a Vega-Lite spec with no network: Vega, Vega-Lite and vega-embed are inlined (about
+    0.9 MB, parsed once a page), where Altair's default output fetches them from a CDN. The bundle runs
+    inside a function, so a chart drawn twice in one page does not redeclare its names."""
+    major, minor = spec["$schema"].rsplit("/v", 1)[1].split(".")[:2]
+    div = f"course-chart-{uuid.uuid4().hex}"
+    return (
+        f'<div id="{div}"></div>\n<script type="text/javascript">\n'
+        f"if (typeof window.vegaEmbed !== 'function') {{ (function () {{\n{_vega_bundle(f'v{major}_{minor}')}\n}})(); }}\n"
+        f"window.vegaEmbed('#{div}', {json.dumps(spec)}, {{mode: 'vega-lite'}}).catch(function (error) {{\n"
+        f"  document.getElementById('{div}').innerHTML = '<pre style=\"color: red\">' + error + '</pre>';\n}});\n"
+        "</script>"
+    )
+
+
+def _offline_renderer(spec: dict, **metadata) -> dict[str, str]:
+    return {"text/html": offline_html(spec), "text/plain": "<interactive chart>"}
+
+
+def use_offline_charts(enable: bool = True) -> None:
+    """Draw the interactive charts without internet (a classroom with poor Wi-Fi): Altair's default output
+    loads Vega's JavaScript from a CDN, and with no network shows an error instead of the chart. Enabled,
+    each chart carries that JavaScript itself (needs ``vl-convert-python``). Setting the environment variable
+    ``COURSE_OFFLINE_CHARTS=1`` before starting Jupyter does the same in every notebook.
+    ``use_offline_charts(False)`` goes back to Altair's default."""
+    import altair as alt
+
+    if not enable:
+        alt.renderers.enable("default")
+        return
+    if importlib.util.find_spec("vl_convert") is None:
+        _vega_bundle("")  # raises the ImportError that says what to install, now rather than at the first chart
+    alt.renderers.register(OFFLINE_RENDERER, _offline_renderer)
+    alt.renderers.enable(OFFLINE_RENDERER)
+
+
+def _altair():
+    """Altair, imported on first use (it costs ~2 s), honouring ``COURSE_OFFLINE_CHARTS``."""
+    import altair as alt
+
+    if os.environ.get("COURSE_OFFLINE_CHARTS", "").lower() in {"1", "true", "yes"}:
+        if alt.renderers.active != OFFLINE_RENDERER:
+            use_offline_charts()
+    return alt
 
 
 def _labels(labels: Sequence[str] | None, n: int, axis: str) -> list[str]:
@@ -123,7 +188,7 @@ def attention_chart(
 ) -> alt.Chart:  # fmt: skip
     """Interactive Altair heatmap: hover a cell for its query, key and weight; hovering highlights
     the query's row. With ``(h, T_q, T_k)`` weights, a dropdown picks the head (or layer)."""
-    import altair as alt
+    alt = _altair()
 
     w = _array(weights, (2, 3), "weights")
     w = w[None] if w.ndim == 2 else w
@@ -190,7 +255,7 @@ def positional_waves(pe, dims: Sequence[int] = (0, 1, 4, 8, 16), *, title: str |
 
 def positional_encoding_chart(pe, *, title: str = "Positional encoding (hover for values)") -> alt.Chart:
     """Interactive Altair heatmap of the encoding; hover for position, dimension and value."""
-    import altair as alt
+    alt = _altair()
 
     a = _array(pe, (2,), "pe")
     pos, dim = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")

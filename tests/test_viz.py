@@ -66,3 +66,56 @@ def test_wrong_labels_or_shapes_are_rejected(weights):
         attention_grid(weights[0], TOKENS)
     with pytest.raises(ValueError, match="at most 5000: pass fewer heads or a shorter sequence"):
         attention_chart(torch.rand(8, 30, 30))
+
+
+@pytest.fixture
+def default_renderer():
+    yield
+    alt.renderers.enable("default")
+
+
+def test_offline_charts_carry_their_javascript_and_draw_twice_in_one_page(weights, default_renderer):
+    from course_utils import use_offline_charts
+    from course_utils.viz import OFFLINE_RENDERER, offline_html
+
+    chart = attention_chart(weights[0], list("abcde"))
+    online = chart._repr_mimebundle_()
+    online = online[0] if isinstance(online, tuple) else online
+    assert "cdn.jsdelivr.net" in online["text/html"]  # Altair's default needs the network
+
+    use_offline_charts()
+    assert alt.renderers.active == OFFLINE_RENDERER
+    bundle = chart._repr_mimebundle_()
+    html = (bundle[0] if isinstance(bundle, tuple) else bundle)["text/html"]
+    assert "cdn.jsdelivr.net" not in html and "http" not in html.split("<script")[0]
+    assert len(html) > 500_000  # Vega, Vega-Lite and vega-embed inlined
+    assert "typeof window.vegaEmbed !== 'function'" in html  # loaded once a page, inside a function
+    assert json.dumps(chart.to_dict()) in html
+    assert offline_html(chart.to_dict()) != offline_html(chart.to_dict())  # a fresh element id each time
+
+    use_offline_charts(False)
+    assert alt.renderers.active == "default"
+
+
+def test_offline_charts_say_what_to_install_without_vl_convert(monkeypatch, default_renderer):
+    import importlib.util
+
+    from course_utils import use_offline_charts
+    from course_utils.viz import _vega_bundle
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vl_convert" else real(name, *a))
+    monkeypatch.setitem(__import__("sys").modules, "vl_convert", None)
+    _vega_bundle.cache_clear()
+    with pytest.raises(ImportError, match="pip install vl-convert-python"):
+        use_offline_charts()
+    assert alt.renderers.active == "default"
+    _vega_bundle.cache_clear()
+
+
+def test_environment_variable_turns_offline_charts_on(weights, monkeypatch, default_renderer):
+    from course_utils.viz import OFFLINE_RENDERER
+
+    monkeypatch.setenv("COURSE_OFFLINE_CHARTS", "1")
+    attention_chart(weights[0])
+    assert alt.renderers.active == OFFLINE_RENDERER
