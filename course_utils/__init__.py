@@ -37,6 +37,7 @@ from .layers import FeedForward, LayerNorm
 from .masks import causal_mask, padding_mask, target_mask
 from .model import Transformer, greedy_decode
 from .positional import PositionalEncoding, sinusoidal_encoding
+from .pretrained import PRETRAINED_RECIPES, Pretrained, load_pretrained
 from .reference import TorchTransformer
 from .text import TINY_SHAKESPEARE, load_tiny_shakespeare, random_windows, split_ids
 from .train import (
@@ -68,6 +69,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DATE_FORMATS",
     "GPT",
+    "PRETRAINED_RECIPES",
     "TINY_SHAKESPEARE",
     "CharTokenizer",
     "DateTask",
@@ -82,6 +84,7 @@ __all__ = [
     "LayerNorm",
     "MultiHeadAttention",
     "PositionalEncoding",
+    "Pretrained",
     "TorchTransformer",
     "TrainConfig",
     "Transformer",
@@ -116,6 +119,7 @@ __all__ = [
     "fast_kernels",
     "get_device",
     "greedy_decode",
+    "load_pretrained",
     "load_tiny_shakespeare",
     "loss_curve",
     "lr_factor",

@@ -92,6 +92,28 @@ def markdown_source(lines: list[str]) -> str:
     return "\n".join(out).strip("\n")
 
 
+HEADING = re.compile(r"^(#{1,3}) ")
+SLIDE_TYPES = {1: "slide", 2: "slide", 3: "subslide"}
+
+
+def split_sections(source: str) -> list[tuple[str, str]]:
+    """Markdown -> [(text, slide type)], a new piece at each heading (outside code fences), so that every
+    section can open a slide: a title or ``##`` starts a slide, ``###`` a sub-slide, other text follows on."""
+    pieces: list[list[str]] = [[]]
+    kinds = ["-"]
+    fenced = False
+    for line in source.split("\n"):
+        fenced ^= line.lstrip().startswith("```")
+        heading = None if fenced else HEADING.match(line)
+        if heading and any(x.strip() for x in pieces[-1]):
+            pieces.append([])
+            kinds.append("-")
+        if heading and not any(x.strip() for x in pieces[-1]):
+            kinds[-1] = SLIDE_TYPES[len(heading.group(1))]
+        pieces[-1].append(line)
+    return [("\n".join(p).strip("\n"), kind) for p, kind in zip(pieces, kinds)]
+
+
 def embed_images(source: str) -> tuple[str, dict]:
     attachments = {}
 
@@ -108,19 +130,21 @@ def build(src: Path) -> nbformat.NotebookNode:
     stamps = placeholders(name)
     nb = nbformat.v4.new_notebook()
     notebook_meta, cells = parse(src.read_text())
-    for index, (kind, meta, lines) in enumerate(cells):
+    for kind, meta, lines in cells:
         source = markdown_source(lines) if kind == "markdown" else "\n".join(lines).strip("\n")
         for key, value in stamps.items():
             source = source.replace(key, value)
         if kind == "markdown":
-            source, attachments = embed_images(source)
-            cell = nbformat.v4.new_markdown_cell(source, metadata=meta)
-            if attachments:
-                cell.attachments = attachments
+            for piece, slide_type in split_sections(source):
+                piece, attachments = embed_images(piece)
+                cell = nbformat.v4.new_markdown_cell(piece, metadata={**meta, "slideshow": {"slide_type": slide_type}})
+                if attachments:
+                    cell.attachments = attachments
+                nb.cells.append(cell)
         else:
-            cell = nbformat.v4.new_code_cell(source, metadata=meta)
+            nb.cells.append(nbformat.v4.new_code_cell(source, metadata=meta))
+    for index, cell in enumerate(nb.cells):
         cell.id = hashlib.sha1(f"{name}-{index}".encode()).hexdigest()[:8]  # stable ids: quiet diffs
-        nb.cells.append(cell)
     nb.metadata = {
         "kernelspec": KERNELSPEC,
         "language_info": {"name": "python", "pygments_lexer": "ipython3"},

@@ -116,12 +116,40 @@ def test_each_notebook_opens_in_colab_from_its_own_badge(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_section_opens_a_slide(path):
+    nb = json.loads(path.read_text())
+    markdown = [c for c in nb["cells"] if c["cell_type"] == "markdown"]
+    slides = [c for c in markdown if c["metadata"].get("slideshow", {}).get("slide_type") == "slide"]
+    assert slides and slides[0] is nb["cells"][0]
+    for cell in markdown:
+        text = "".join(cell["source"])
+        if text.startswith("## "):
+            assert cell in slides, text[:60]
+        assert not re.search(r"\n## ", text.split("```")[0]), "a section heading inside a cell cannot open a slide"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_each_notebook_has_checked_exercises_with_hidden_solutions(path):
     nb = json.loads(path.read_text())
     code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert code.count("check_") >= 2 and markdown.count("<details>") >= 2
     assert "set_seed(" in code and "get_device()" in code
+
+
+def test_every_image_the_notebooks_show_is_drawn_by_the_project(tmp_path):
+    spec = importlib.util.spec_from_file_location("draw", ROOT / "images" / "draw.py")
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    draw.main(tmp_path)
+    drawn = sorted(p.name for p in tmp_path.iterdir())
+    assert drawn == sorted(draw.DIAGRAMS) == sorted(p.name for p in (ROOT / "images").glob("*.png"))
+    shown = {
+        m
+        for src in (ROOT / "notebooks" / "src").glob("*.py")
+        for m in re.findall(r"\.\./images/([\w.-]+)", src.read_text())
+    }
+    assert shown and shown <= set(drawn)
 
 
 def test_every_subpackage_ships_in_the_wheel():

@@ -21,7 +21,7 @@ EXPECTED = {
     "loss_curve", "lr_factor", "make_optimizer", "noam_lr", "padding_mask", "positional_encoding_chart",
     "positional_encoding_heatmap", "positional_waves", "random_batches", "reversal_pairs",
     "scaled_dot_product_attention", "seq2seq_loss", "set_seed", "sinusoidal_encoding", "target_mask", "train", "train_step",
-    "use_offline_charts",
+    "use_offline_charts", "PRETRAINED_RECIPES", "Pretrained", "load_pretrained",
 }  # fmt: skip
 
 

@@ -119,6 +119,8 @@ print("Q, K, V:", tuple(Q.shape), tuple(K.shape), tuple(V.shape), "= (T, d_k)")
 # All the dot products at once are one matrix product: $S = QK^\top$, of shape $(T, T)$, with
 # $S_{ij} = q_i \cdot k_j$: how much token $i$ wants token $j$. We divide by $\sqrt{d_k}$ (section 3
 # explains why), apply a softmax along each **row**, and average the values with those weights.
+#
+# ![Scaled dot-product attention: Q and K give a score matrix, scaled, masked and soft-maxed row by row into weights that average V](../images/attention_flow.png)
 
 # %%
 d_k = Q.size(-1)

@@ -92,7 +92,9 @@ print(f"one Linear({d_model}, {d_model}) = {n_heads} heads of d_k = {d_k}: head 
 # %% [markdown]
 # ## 3. Splitting into heads and merging them back, shape by shape
 #
-# The only tricky part of multi-head attention is bookkeeping. Follow the shapes:
+# The only tricky part of multi-head attention is bookkeeping. The whole journey first, then each step in code:
+#
+# ![Shapes through multi-head attention: project, view as heads, transpose, attend, transpose back, merge, project](../images/multi_head_shapes.png)
 
 # %%
 set_seed(0)

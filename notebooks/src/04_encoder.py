@@ -70,7 +70,10 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 #
 # and the output $y$ has the same shape as $x$, so layers stack. Attention mixes information **across
 # positions**; the FFN transforms each position **on its own**; the residual connections ($x + \ldots$) and
-# the normalisations keep a deep stack trainable. We build the pieces bottom-up.
+# the normalisations keep a deep stack trainable. We build the pieces bottom-up. Where the encoder sits in the
+# whole model (its left half here; the decoder is chapter 05):
+#
+# ![The Transformer: the encoder on the left, the decoder on the right](../images/transformer.png)
 #
 # ## 2. Layer normalisation
 #

@@ -35,6 +35,7 @@ if "google.colab" in sys.modules:  # on Colab: install course_utils from the rep
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{{PIP_SPEC}}"], check=True)
 
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -43,6 +44,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+from IPython.display import display
 from torch import nn
 
 from course_utils import (
@@ -60,6 +62,7 @@ from course_utils import (
     exact_match,
     get_device,
     greedy_decode,
+    load_pretrained,
     loss_curve,
     lr_factor,
     noam_lr,
@@ -73,7 +76,10 @@ from course_utils import (
 
 set_seed(0)
 device = get_device()
-print(f"PyTorch {torch.__version__}, running on {device}")
+# No time or no GPU? SKIP_TRAINING = True (or COURSE_SKIP_TRAINING=1 in Jupyter's environment) makes the training
+# cell load the weights this chapter's recipe produced on a CPU, shipped with course_utils, instead of training.
+SKIP_TRAINING = os.environ.get("COURSE_SKIP_TRAINING") == "1"
+print(f"PyTorch {torch.__version__}, running on {device}" + (", skipping training" if SKIP_TRAINING else ""))
 
 # %% [markdown]
 # ## 1. The data: dates in many formats
@@ -110,6 +116,8 @@ print("first pair as ids:", src_ids[0, :12].tolist(), "...", tgt_ids[0].tolist()
 # `course_utils.Transformer` is exactly this: two embedding tables, one positional encoding, an `Encoder`
 # and a `Decoder` of $N$ layers each, and a `generator` projecting to target logits. `encode` and `decode`
 # are separate methods because generation runs the encoder once and the decoder once per output token.
+#
+# ![The Transformer: N encoder layers turn the source into memory; N decoder layers attend to the target so far and, through cross-attention, to memory; a linear layer gives next-token logits](../images/transformer.png)
 #
 # ### Why $\sqrt{d_{\text{model}}}$, and why initialisation matters
 #
@@ -225,7 +233,8 @@ fig
 # backpropagate, clip the gradient norm to 1, and take an AdamW step ($\beta = (0.9, 0.98)$, as in the paper).
 # It shows a progress bar and records the loss. For speed it runs the course's attention and LayerNorm as
 # PyTorch's fused kernels (`fast_kernels`): the same functions, tested equal, but attention weights are not kept
-# during training. On a GPU the same cell runs there.
+# during training. On a GPU the same cell runs there. With `SKIP_TRAINING` (setup cell) it loads the weights
+# this very recipe produced instead, and the rest of the notebook runs unchanged.
 
 # %% tags=["nbval-ignore-output"]
 set_seed(0)
@@ -236,8 +245,15 @@ def loss_fn(model, src, tgt):
     return seq2seq_loss(model, src, tgt, tgt_tok.pad_id, label_smoothing=train_config.label_smoothing)
 
 
-history = train(model, batches, loss_fn, train_config, device=device, desc="date transformer")
-print(f"trained {train_config.steps} steps in {history.seconds:.1f} s on {device}")
+if SKIP_TRAINING:  # the same recipe, trained by `python -m course_utils.build_checkpoints`
+    pretrained = load_pretrained("date_transformer", device)
+    assert pretrained.recipe == asdict(model_config) and pretrained.train_config == asdict(train_config)
+    model.load_state_dict(pretrained.state_dict)
+    history = pretrained.history
+    print("loaded", pretrained.describe())
+else:
+    history = train(model, batches, loss_fn, train_config, device=device, desc="date transformer")
+    print(f"trained {train_config.steps} steps in {history.seconds:.1f} s on {device}")
 
 # %% tags=["nbval-ignore-output"]
 loss_curve(history, labels=["course_utils.Transformer"], title="Training loss (label-smoothed cross-entropy)")
@@ -401,31 +417,37 @@ assert same
 # more LayerNorm, even in post-norm mode, hence slightly more parameters.)
 
 # %% tags=["nbval-ignore-output"]
-set_seed(0)
-torch_model = TorchTransformer(src_tok.vocab_size, tgt_tok.vocab_size, **asdict(model_config)).to(device)
-torch_history = train(
-    torch_model,
-    random_batches(src_ids, tgt_ids, batch_size=train_config.batch_size, seed=0),  # the same batches
-    loss_fn,
-    train_config,
-    device=device,
-    desc="nn.Transformer",
-)
-torch_accuracy, _ = exact_match(torch_model, test_pairs, src_tok, tgt_tok)
-print(f"{'':26}{'parameters':>12}{'train time':>12}{'held-out accuracy':>20}")
-for name, m, h, acc in (
-    ("course_utils.Transformer", model, history, accuracy),
-    ("nn.Transformer", torch_model, torch_history, torch_accuracy),
-):
-    print(f"{name:26}{count_parameters(m):>12,}{h.seconds:>11.1f}s{acc:>20.2%}")
+if SKIP_TRAINING:
+    print("SKIP_TRAINING is set, and this comparison trains a second model: skipped")
+else:
+    set_seed(0)
+    torch_model = TorchTransformer(src_tok.vocab_size, tgt_tok.vocab_size, **asdict(model_config)).to(device)
+    torch_history = train(
+        torch_model,
+        random_batches(src_ids, tgt_ids, batch_size=train_config.batch_size, seed=0),  # the same batches
+        loss_fn,
+        train_config,
+        device=device,
+        desc="nn.Transformer",
+    )
+    torch_accuracy, _ = exact_match(torch_model, test_pairs, src_tok, tgt_tok)
+    print(f"{'':26}{'parameters':>12}{'train time':>12}{'held-out accuracy':>20}")
+    for name, m, h, acc in (
+        ("course_utils.Transformer", model, history, accuracy),
+        ("nn.Transformer", torch_model, torch_history, torch_accuracy),
+    ):
+        print(f"{name:26}{count_parameters(m):>12,}{h.seconds:>11.1f}s{acc:>20.2%}")
 
 # %% tags=["nbval-ignore-output"]
-loss_curve(
-    history,
-    torch_history,
-    labels=["course_utils.Transformer", "nn.Transformer"],
-    title="Same recipe, two implementations",
-)
+if not SKIP_TRAINING:
+    display(
+        loss_curve(
+            history,
+            torch_history,
+            labels=["course_utils.Transformer", "nn.Transformer"],
+            title="Same recipe, two implementations",
+        )
+    )
 
 # %% [markdown]
 # Both learn the task, above 99% on unseen dates, at a similar speed and with nearly the same loss curve: the model

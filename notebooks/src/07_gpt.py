@@ -32,8 +32,9 @@ import sys
 if "google.colab" in sys.modules:  # on Colab: install course_utils from the repository
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{{PIP_SPEC}}"], check=True)
 
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import matplotlib.pyplot as plt
 import torch
@@ -52,6 +53,7 @@ from course_utils import (
     estimate_loss,
     evaluation_curve,
     get_device,
+    load_pretrained,
     load_tiny_shakespeare,
     random_windows,
     set_seed,
@@ -61,7 +63,10 @@ from course_utils import (
 
 set_seed(0)
 device = get_device()
-print(f"PyTorch {torch.__version__}, running on {device}")
+# No time or no GPU? SKIP_TRAINING = True (or COURSE_SKIP_TRAINING=1 in Jupyter's environment) makes the training
+# cell load the CPU model this chapter's recipe produced, shipped with course_utils, instead of training.
+SKIP_TRAINING = os.environ.get("COURSE_SKIP_TRAINING") == "1"
+print(f"PyTorch {torch.__version__}, running on {device}" + (", skipping training" if SKIP_TRAINING else ""))
 
 # %% [markdown]
 # ## 1. The data
@@ -137,7 +142,7 @@ GPU_RECIPE = GPTRecipe(
 CPU_RECIPE = GPTRecipe(
     block_size=64, d_model=128, n_heads=4, n_layers=4, dropout=0.0, batch_size=12, steps=1500, eval_every=250
 )
-recipe = GPU_RECIPE if device.type == "cuda" else CPU_RECIPE
+recipe = GPU_RECIPE if device.type == "cuda" and not SKIP_TRAINING else CPU_RECIPE
 config = TrainConfig(
     steps=recipe.steps, batch_size=recipe.batch_size, lr=1e-3, warmup_steps=100, schedule="cosine",
     label_smoothing=0.0, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
@@ -193,13 +198,20 @@ def lm_loss(model, x, y):
 
 
 set_seed(0)
-history = train(
-    model, random_windows(train_ids, recipe.block_size, recipe.batch_size, seed=0), lm_loss, config,
-    device=device, eval_fn=evaluate, eval_every=recipe.eval_every, desc="GPT",
-)  # fmt: skip
-tokens_per_second = recipe.steps * recipe.batch_size * recipe.block_size / history.seconds
-print(f"{recipe.steps} steps in {history.seconds:.0f} s of training on {device} "
-      f"({1000 * history.seconds / recipe.steps:.1f} ms/step, {tokens_per_second:,.0f} tokens/s)")  # fmt: skip
+if SKIP_TRAINING:  # the CPU recipe, trained by `python -m course_utils.build_checkpoints`
+    pretrained = load_pretrained("shakespeare_gpt", device)
+    assert pretrained.recipe == asdict(recipe) and pretrained.train_config == asdict(config)
+    model.load_state_dict(pretrained.state_dict)
+    history, samples = pretrained.history, pretrained.samples
+    print("loaded", pretrained.describe())
+else:
+    history = train(
+        model, random_windows(train_ids, recipe.block_size, recipe.batch_size, seed=0), lm_loss, config,
+        device=device, eval_fn=evaluate, eval_every=recipe.eval_every, desc="GPT",
+    )  # fmt: skip
+    tokens_per_second = recipe.steps * recipe.batch_size * recipe.block_size / history.seconds
+    print(f"{recipe.steps} steps in {history.seconds:.0f} s of training on {device} "
+          f"({1000 * history.seconds / recipe.steps:.1f} ms/step, {tokens_per_second:,.0f} tokens/s)")  # fmt: skip
 for step, losses in history.evals:
     print(f"step {step:5d}: train loss {losses['train']:.3f}, validation loss {losses['val']:.3f}")
 
