@@ -1,6 +1,6 @@
 """Trained weights that ship with the course, for a class with no time or no GPU to train.
 
-Chapter 06's date Transformer and chapter 07's CPU-sized GPT are trained by this module with exactly the
+Chapter 06's date Transformer and chapter 07's CPU-sized GPT are trained by ``build_checkpoints`` with exactly the
 recipes the notebooks print (a test holds the two together), on the CPU, and saved with what training
 measured: the loss history, evaluations and, for the GPT, its samples. The files hold plain tensors, numbers
 and strings only, so ``torch.load(..., weights_only=True)`` reads them. Rebuild them with
