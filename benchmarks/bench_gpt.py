@@ -69,8 +69,8 @@ def main() -> None:
 
     device = torch.device(args.device) if args.device else get_device()
     preset = dict(PRESETS[args.preset or ("gpu" if device.type == "cuda" else "cpu")])
-    max_steps = args.max_steps or preset.pop("steps")
-    preset.pop("steps", None)
+    default_steps = preset.pop("steps")
+    max_steps = args.max_steps or default_steps
     batch_size = preset.pop("batch_size")
     text = load_tiny_shakespeare()
     tokenizer = CharTokenizer(text, specials=False)

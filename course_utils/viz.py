@@ -6,7 +6,6 @@ notebook displays it. Attention weights may be given as tensors or arrays of sha
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import uuid
@@ -52,8 +51,8 @@ def _inline_csv(columns: dict[str, np.ndarray]) -> alt.InlineData:
     return alt.InlineData(values=text, format=alt.DataFormat(type="csv", parse=dict.fromkeys(columns, "number")))
 
 
-@functools.cache
-def _vega_bundle(vl_version: str) -> str:
+def _vl_convert():
+    """vl-convert, or an ImportError that says how to install it."""
     try:
         import vl_convert
     except ImportError:
@@ -61,7 +60,12 @@ def _vega_bundle(vl_version: str) -> str:
             "offline charts inline Vega's JavaScript from vl-convert: `pip install vl-convert-python` "
             "(it is in the course's `lab` extra), then restart the kernel"
         ) from None
-    return vl_convert.javascript_bundle(vl_version=vl_version)
+    return vl_convert
+
+
+@functools.cache
+def _vega_bundle(vl_version: str) -> str:
+    return _vl_convert().javascript_bundle(vl_version=vl_version)
 
 
 def offline_html(spec: dict) -> str:
@@ -94,8 +98,7 @@ def use_offline_charts(enable: bool = True) -> None:
     if not enable:
         alt.renderers.enable("default")
         return
-    if importlib.util.find_spec("vl_convert") is None:
-        _vega_bundle("")  # raises the ImportError that says what to install, now rather than at the first chart
+    _vl_convert()  # fail here, with what to install, rather than at the first chart
     alt.renderers.register(OFFLINE_RENDERER, _offline_renderer)
     alt.renderers.enable(OFFLINE_RENDERER)
 
