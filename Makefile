@@ -4,6 +4,7 @@
 #   make outputs    re-execute every notebook on the CPU and store its outputs (commit the result)
 #   make notebooks  rebuild notebooks/*.ipynb from notebooks/src/*.py without running them
 #   make benchmark  time our Transformer against nn.Transformer (see benchmarks/README.md)
+#   make checkpoints  retrain the weights shipped for SKIP_TRAINING (tools/build_checkpoints.py)
 #   make test-colab re-execute every notebook with the library versions Google Colab ships (.venv-colab)
 #   make check-browser  open every notebook offline in headless Chromium: every image and chart must appear
 
@@ -18,7 +19,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanit
 # plain-text progress bars whose final line reads well in a saved notebook.
 CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0 COURSE_PROGRESS=text
 
-.PHONY: install lab test test-colab check-browser lint unit nbval outputs notebooks benchmark constraints clean
+.PHONY: install lab test test-colab check-browser lint unit nbval outputs notebooks benchmark checkpoints constraints clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
@@ -38,6 +39,7 @@ lab: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/basedpyright --pythonpath $(BIN)/python
 
 unit: install
 	$(BIN)/python -m pytest tests
@@ -74,6 +76,9 @@ check-browser: install
 
 benchmark: install
 	$(BIN)/python benchmarks/bench_transformer.py
+
+checkpoints: install
+	$(CPU_ONLY) $(BIN)/python tools/build_checkpoints.py
 
 constraints: install
 	$(BIN)/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' | grep -v '^-e' > $(CONSTRAINTS).new

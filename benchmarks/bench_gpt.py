@@ -1,13 +1,19 @@
-"""Training throughput of chapter 07's GPT on Tiny Shakespeare: milliseconds per step and tokens per second,
-and optionally the time to a validation loss.
+"""Training throughput of chapter 07's GPT on Tiny Shakespeare, against a nanoGPT-architecture reference, and
+optionally the time to a validation loss.
 
-Presets are nanoGPT's shakespeare_char configurations, the same models notebook 07 trains:
-``cpu`` (4 layers, 4 heads, 128 dims, context 64, batch 12) and ``gpu`` (6 layers, 6 heads, 384 dims,
-context 256, batch 64, dropout 0.2; 10.65 M parameters). Training runs as in the notebook: fused attention
-and LayerNorm kernels, bf16 autocast on GPUs that support it, fused AdamW where PyTorch has it.
+Presets are the recipes notebook 07 trains (``course_utils.recipes``): ``cpu`` = ``SHAKESPEARE_GPT_CPU``
+(4 layers, 4 heads, 128 dims, context 64, batch 12) and ``gpu`` = ``SHAKESPEARE_GPT_GPU`` (6 layers, 6 heads,
+384 dims, context 256, batch 64, dropout 0.2; 10.65 M parameters).
 
-    python benchmarks/bench_gpt.py                                  # preset by device, step times only
-    python benchmarks/bench_gpt.py --preset cpu --to-loss 1.89 --max-steps 2000
+1. Step time: the course's ``GPT`` and ``ReferenceGPT`` (nanoGPT's architecture, ``nanogpt_reference.py``), the
+   same sizes and initialisation, take the same batches in alternation in a plain loop: forward, loss, backward,
+   gradient clipping, AdamW (``course_utils.train.train_step``, with bf16 autocast on GPUs that support it).
+   Nothing is switched on for speed: the course's model runs its default forward. Median over ``--steps``.
+2. ``--to-loss``: the course's GPT alone, trained with the preset's recipe until the validation loss (mean over
+   40 fixed batches, every ``--eval-every`` steps) reaches the target; training seconds exclude evaluation.
+
+    python benchmarks/bench_gpt.py                                  # preset by device, step times
+    python benchmarks/bench_gpt.py --preset cpu --to-loss 1.95
     python benchmarks/bench_gpt.py --preset gpu --to-loss 1.47 --compile
 
 Results are printed and written as JSON to benchmarks/results/ (not committed); README.md records them.
@@ -16,42 +22,34 @@ Results are printed and written as JSON to benchmarks/results/ (not committed); 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import statistics
 import time
-from pathlib import Path
+from dataclasses import asdict, replace
 
 import torch
+from common import alternated_step_times, machine, save
+from nanogpt_reference import ReferenceGPT
 
 from course_utils import (
     GPT,
+    SHAKESPEARE_GPT_CPU,
+    SHAKESPEARE_GPT_GPU,
     CharTokenizer,
-    TrainConfig,
     count_parameters,
     estimate_loss,
     get_device,
     load_tiny_shakespeare,
     lr_factor,
-    make_optimizer,
     random_windows,
     set_seed,
     split_ids,
-    train_step,
 )
+from course_utils.train import make_optimizer, train_step
+from course_utils.utils import synchronize
 
-PRESETS = {
-    "cpu": {"block_size": 64, "d_model": 128, "n_heads": 4, "n_layers": 4, "dropout": 0.0, "batch_size": 12, "steps": 2000},
-    "gpu": {"block_size": 256, "d_model": 384, "n_heads": 6, "n_layers": 6, "dropout": 0.2, "batch_size": 64, "steps": 5000},
-}  # fmt: skip
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+PRESETS = {"cpu": SHAKESPEARE_GPT_CPU, "gpu": SHAKESPEARE_GPT_GPU}
 
 
-def lm_loss(model, x, y):
+def lm_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return model(x, y)[1]
 
 
@@ -59,78 +57,82 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default=None, help="cpu or cuda (default: get_device())")
     parser.add_argument("--preset", choices=PRESETS, default=None, help="default: gpu on CUDA, else cpu")
-    parser.add_argument("--steps", type=int, default=100, help="timed steps (after --warmup)")
+    parser.add_argument("--steps", type=int, default=100, help="timed steps per model (after --warmup)")
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--compile", action="store_true", help="torch.compile the model first")
-    parser.add_argument("--to-loss", type=float, default=None, help="also train until validation loss <= this")
-    parser.add_argument("--max-steps", type=int, default=None, help="give up after this many steps (default: preset)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile both models first")
+    parser.add_argument("--to-loss", type=float, default=None, help="then train until validation loss <= this")
+    parser.add_argument("--max-steps", type=int, default=None, help="give up after this many steps (default: recipe)")
     parser.add_argument("--eval-every", type=int, default=250)
     args = parser.parse_args()
 
     device = torch.device(args.device) if args.device else get_device()
-    preset = dict(PRESETS[args.preset or ("gpu" if device.type == "cuda" else "cpu")])
-    default_steps = preset.pop("steps")
-    max_steps = args.max_steps or default_steps
-    batch_size = preset.pop("batch_size")
+    preset = args.preset or ("gpu" if device.type == "cuda" else "cpu")
+    recipe = PRESETS[preset]
+    sizes, config = recipe.model, recipe.training
+    if args.max_steps:
+        config = replace(config, steps=args.max_steps)
     text = load_tiny_shakespeare()
     tokenizer = CharTokenizer(text, specials=False)
     train_ids, val_ids = split_ids(text, tokenizer)
-    config = TrainConfig(
-        steps=max_steps, batch_size=batch_size, lr=1e-3, warmup_steps=100, schedule="cosine",
-        weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
-    )  # fmt: skip
 
-    set_seed(0)
-    model = GPT(tokenizer.vocab_size, preset["block_size"], preset["d_model"], preset["n_heads"], preset["n_layers"],
-                dropout=preset["dropout"], bias=False).to(device)  # fmt: skip
-    n_params = count_parameters(model) - model.position_embed.weight.numel()
-    optimizer = make_optimizer(model, config)
-    runner = torch.compile(model) if args.compile else model
-    windows = random_windows(train_ids, preset["block_size"], batch_size, seed=0)
-    tokens = batch_size * preset["block_size"]
+    def build(kind: str) -> torch.nn.Module:
+        set_seed(0)
+        if kind == "course_utils.GPT":
+            return GPT(tokenizer.vocab_size, **asdict(sizes)).to(device).train()
+        shape = (sizes.block_size, sizes.d_model, sizes.n_heads, sizes.n_layers, sizes.dropout)
+        return ReferenceGPT(tokenizer.vocab_size, *shape).to(device).train()
 
-    def step(i: int) -> None:
-        for group in optimizer.param_groups:
-            group["lr"] = config.lr * lr_factor(i, config)
-        x, y = (t.to(device, non_blocking=True) for t in next(windows))
-        train_step(runner, optimizer, lm_loss, (x, y), config)
+    models = {kind: build(kind) for kind in ("course_utils.GPT", "nanoGPT architecture")}
+    ours = models["course_utils.GPT"]
+    n_params = count_parameters(ours) - ours.position_embed.weight.numel()
+    runners = {k: torch.compile(m) if args.compile else m for k, m in models.items()}
+    optimizers = {k: make_optimizer(m, config) for k, m in models.items()}
+    windows = random_windows(train_ids, sizes.block_size, config.batch_size, seed=0)
+    batches: list[tuple[torch.Tensor, ...]] = []
+
+    def stepper(kind: str):
+        def step(i: int) -> None:
+            if len(batches) <= i:  # both models see batch i
+                batches.append(tuple(t.to(device) for t in next(windows)))
+            for group in optimizers[kind].param_groups:
+                group["lr"] = config.lr * lr_factor(i, config)
+            train_step(runners[kind], optimizers[kind], lm_loss, batches[i], config)
+
+        return step
 
     start = time.perf_counter()
-    for i in range(args.warmup):  # includes compilation, if any
-        step(i)
-    sync(device)
-    warmup_seconds = time.perf_counter() - start
-    times = []
-    for i in range(args.warmup, args.warmup + args.steps):
-        t = time.perf_counter()
-        step(i)
-        sync(device)
-        times.append(time.perf_counter() - t)
-    ms = 1000 * statistics.median(times)
+    seconds = alternated_step_times({k: stepper(k) for k in models}, device, args.steps, args.warmup)
+    print(f"{n_params:,} parameters, batch {config.batch_size} x {sizes.block_size} on {device} ({machine(device)})")
+    tokens = config.batch_size * sizes.block_size
+    for kind, s in seconds.items():
+        print(f"  {kind:22} median step {1000 * s:7.2f} ms = {tokens / s:,.0f} tokens/s")
+    ratio = seconds["course_utils.GPT"] / seconds["nanoGPT architecture"]
+    print(f"  ratio course_utils / nanoGPT architecture = {ratio:.3f} ({time.perf_counter() - start:.0f} s)")
     result = {
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-        "threads": torch.get_num_threads(), "torch": torch.__version__, "preset": args.preset or device.type,
-        "parameters_without_positions": n_params, "batch": [batch_size, preset["block_size"]],
-        "compile": args.compile, "warmup_seconds": round(warmup_seconds, 2),
-        "ms_per_step": round(ms, 2), "tokens_per_second": round(tokens / (ms / 1000)),
+        "device": str(device), "machine": machine(device), "torch": torch.__version__, "preset": preset,
+        "parameters_without_positions": n_params, "batch": [config.batch_size, sizes.block_size],
+        "compile": args.compile, "ms_per_step": {k: round(1000 * s, 2) for k, s in seconds.items()},
+        "ratio": round(ratio, 3), "tokens_per_second": round(tokens / seconds["course_utils.GPT"]),
     }  # fmt: skip
-    print(f"{n_params:,} parameters, batch {batch_size} x {preset['block_size']} on {result['device']}")
-    print(f"median step {ms:.2f} ms = {result['tokens_per_second']:,} tokens/s (warm-up {warmup_seconds:.1f} s)")
 
-    if args.to_loss is not None:
-        splits = {"val": val_ids}
-        done, trained, i = None, warmup_seconds + sum(times), args.warmup + args.steps
-        while i < max_steps:
+    if args.to_loss is not None:  # a fresh model, trained alone with the recipe's schedule
+        model = build("course_utils.GPT")
+        runner = torch.compile(model) if args.compile else model
+        optimizer = make_optimizer(model, config)
+        windows = random_windows(train_ids, sizes.block_size, config.batch_size, seed=0)
+        done, trained = None, 0.0
+        for i in range(config.steps):
             t = time.perf_counter()
-            step(i)
-            i += 1
-            if i % args.eval_every == 0 or i == max_steps:
-                sync(device)
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * lr_factor(i, config)
+            train_step(runner, optimizer, lm_loss, tuple(b.to(device) for b in next(windows)), config)
+            if (i + 1) % args.eval_every == 0 or i + 1 == config.steps:
+                synchronize(device)
                 trained += time.perf_counter() - t
-                val = estimate_loss(runner, splits, batch_size, iters=40)["val"]
-                print(f"  step {i:5d}: validation loss {val:.3f} after {trained:.1f} s of training")
+                val = estimate_loss(model, {"val": val_ids}, config.batch_size, iters=40)["val"]
+                print(f"  step {i + 1:5d}: validation loss {val:.3f} after {trained:.1f} s of training")
                 if val <= args.to_loss:
-                    done = {"step": i, "seconds": round(trained, 1), "val_loss": round(val, 4)}
+                    done = {"step": i + 1, "seconds": round(trained, 1), "val_loss": round(val, 4)}
                     break
             else:
                 trained += time.perf_counter() - t
@@ -140,11 +142,7 @@ def main() -> None:
             + (f"reached at step {done['step']}, {done['seconds']} s" if done else "not reached")
         )
 
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    path = out / f"gpt-{result['preset']}-{device.type}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=1))
-    print(f"written to {path}")
+    save(result, f"gpt-{preset}-{device.type}")
 
 
 if __name__ == "__main__":

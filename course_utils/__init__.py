@@ -1,56 +1,30 @@
-"""course_utils: the tested reference code of the course *Transformers from Scratch*.
+"""course_utils: the tested code of the course *Transformers from Scratch*.
 
 Every notebook builds one concept live, checks it against this package and PyTorch, and from then
 on imports it from here. Conventions: batch first, ``(B, T, d_model)``; heads
 ``(B, n_heads, T, d_k)``; bool masks with True = may attend.
+
+The top level holds what the chapters teach and use. The exercise graders live in ``course_utils.checks``
+(``from course_utils.checks import check_layer_norm``); the course's training runs are defined once, in
+``course_utils.recipes``.
 """
 
-from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
-from .checks import (
-    check_causal_mask,
-    check_cross_attention,
-    check_feed_forward,
-    check_label_smoothing,
-    check_layer_norm,
-    check_merge_heads,
-    check_mha_parameter_count,
-    check_next_token_targets,
-    check_noam_lr,
-    check_padding_mask,
-    check_position_shift,
-    check_pre_norm_layer,
-    check_scaled_dot_product_attention,
-    check_shift_right,
-    check_sinusoidal_encoding,
-    check_split_heads,
-    check_target_mask,
-    check_temperature,
-    check_top_k,
-)
+from .attention import KVCache, MultiHeadAttention, record_attention, scaled_dot_product_attention
 from .data import CharTokenizer, encode_pairs, random_batches, reversal_pairs
-from .dates import DATE_FORMATS, DateTask
+from .dates import DateTask
 from .decoder import Decoder, DecoderLayer
 from .encoder import Encoder, EncoderLayer
-from .fast import fast_kernels
-from .gpt import GPT, GPTBlock, estimate_loss
+from .gpt import GPT, GPTBlock, GPTConfig, estimate_loss
 from .layers import FeedForward, LayerNorm
 from .masks import causal_mask, padding_mask, target_mask
-from .model import Transformer, greedy_decode
+from .model import Transformer, TransformerConfig
 from .positional import PositionalEncoding, sinusoidal_encoding
-from .pretrained import PRETRAINED_RECIPES, Pretrained, load_pretrained
-from .reference import TorchTransformer
-from .text import TINY_SHAKESPEARE, load_tiny_shakespeare, random_windows, split_ids
-from .train import (
-    History,
-    TrainConfig,
-    exact_match,
-    lr_factor,
-    make_optimizer,
-    noam_lr,
-    seq2seq_loss,
-    train,
-    train_step,
-)
+from .pretrained import load_pretrained
+from .recipes import DATE_TRANSFORMER, SHAKESPEARE_GPT_CPU, SHAKESPEARE_GPT_GPU, Recipe
+from .seq2seq import exact_match, greedy_decode, seq2seq_loss
+from .text import load_tiny_shakespeare, random_windows, split_ids
+from .torch_reference import TorchTransformer
+from .train import History, TrainConfig, lr_factor, noam_lr, train
 from .utils import count_parameters, get_device, set_seed
 from .viz import (
     attention_chart,
@@ -64,13 +38,13 @@ from .viz import (
     use_offline_charts,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
-    "DATE_FORMATS",
+    "DATE_TRANSFORMER",
     "GPT",
-    "PRETRAINED_RECIPES",
-    "TINY_SHAKESPEARE",
+    "SHAKESPEARE_GPT_CPU",
+    "SHAKESPEARE_GPT_GPU",
     "CharTokenizer",
     "DateTask",
     "Decoder",
@@ -79,51 +53,32 @@ __all__ = [
     "EncoderLayer",
     "FeedForward",
     "GPTBlock",
+    "GPTConfig",
     "History",
     "KVCache",
     "LayerNorm",
     "MultiHeadAttention",
     "PositionalEncoding",
-    "Pretrained",
+    "Recipe",
     "TorchTransformer",
     "TrainConfig",
     "Transformer",
+    "TransformerConfig",
     "attention_chart",
     "attention_grid",
     "attention_heatmap",
     "causal_mask",
-    "check_causal_mask",
-    "check_cross_attention",
-    "check_feed_forward",
-    "check_label_smoothing",
-    "check_layer_norm",
-    "check_merge_heads",
-    "check_mha_parameter_count",
-    "check_next_token_targets",
-    "check_noam_lr",
-    "check_padding_mask",
-    "check_position_shift",
-    "check_pre_norm_layer",
-    "check_scaled_dot_product_attention",
-    "check_shift_right",
-    "check_sinusoidal_encoding",
-    "check_split_heads",
-    "check_target_mask",
-    "check_temperature",
-    "check_top_k",
     "count_parameters",
     "encode_pairs",
     "estimate_loss",
     "evaluation_curve",
     "exact_match",
-    "fast_kernels",
     "get_device",
     "greedy_decode",
     "load_pretrained",
     "load_tiny_shakespeare",
     "loss_curve",
     "lr_factor",
-    "make_optimizer",
     "noam_lr",
     "padding_mask",
     "positional_encoding_chart",
@@ -131,6 +86,7 @@ __all__ = [
     "positional_waves",
     "random_batches",
     "random_windows",
+    "record_attention",
     "reversal_pairs",
     "scaled_dot_product_attention",
     "seq2seq_loss",
@@ -139,6 +95,5 @@ __all__ = [
     "split_ids",
     "target_mask",
     "train",
-    "train_step",
     "use_offline_charts",
 ]

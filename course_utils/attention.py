@@ -6,16 +6,19 @@ d_k = d_v = d_model // n_heads. Masks are bool, **True = may attend** (see ``mas
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Generator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["KVCache", "MultiHeadAttention", "scaled_dot_product_attention"]
+__all__ = ["KVCache", "MultiHeadAttention", "record_attention", "scaled_dot_product_attention"]
 
 
-def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
+def validate_mask(mask: Tensor, scores_shape: torch.Size) -> None:
     """Raise a clear error unless ``mask`` is bool and broadcasts to ``scores_shape``."""
     if mask.dtype != torch.bool:
         raise TypeError(
@@ -62,14 +65,14 @@ def scaled_dot_product_attention(
             f"{tuple(key.shape)} and value {tuple(value.shape)}"
         )
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., T_q, T_k)
-    if mask is not None:
-        check_mask(mask, scores.shape)
+    if mask is None:
+        weights = scores.softmax(dim=-1)  # (..., T_q, T_k), each row sums to 1
+    else:
+        validate_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))
         no_key = ~mask.any(dim=-1, keepdim=True)  # (..., T_q, 1): rows with nothing to attend to
         scores = scores.masked_fill(no_key, 0.0)  # keeps their softmax finite (and gradients too)
-    weights = scores.softmax(dim=-1)  # (..., T_q, T_k), each row sums to 1
-    if mask is not None:
-        weights = weights.masked_fill(no_key, 0.0)
+        weights = scores.softmax(dim=-1).masked_fill(no_key, 0.0)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return dropped @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)
 
@@ -100,7 +103,7 @@ class KVCache:
 
     def extend(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """Append the new positions' keys and values; return all of them."""
-        if self.keys is None:
+        if self.keys is None or self.values is None:
             self.keys, self.values = keys, values
         else:
             self.keys = torch.cat([self.keys, keys], dim=2)  # (B, h, T_past + T_new, d_k)
@@ -114,12 +117,16 @@ class MultiHeadAttention(nn.Module):
     The h per-head projections are stored as one ``nn.Linear(d_model, d_model)`` each for Q, K and
     V (``w_q``, ``w_k``, ``w_v``) whose outputs are split into heads; ``w_o`` is W^O.
 
-    ``forward(query (B, T_q, d_model), key (B, T_k, d_model), value (B, T_k, d_model), mask)``
-    returns ``(B, T_q, d_model)``; ``mask`` is bool (True = may attend) broadcastable to
-    ``(B, n_heads, T_q, T_k)``. After each forward the weights ``(B, n_heads, T_q, T_k)`` are kept
-    in ``.attn_weights`` for plotting, unless ``need_weights`` is False: then the fused
-    ``F.scaled_dot_product_attention`` kernel computes the same output faster and
-    ``.attn_weights`` is None (see ``fast_kernels``).
+    ``forward(query (B, T_q, d_model), key (B, T_k, d_model), value (B, T_k, d_model), mask)`` returns
+    ``(output, weights)`` as ``nn.MultiheadAttention`` does: output ``(B, T_q, d_model)``, and the per-head
+    weights ``(B, n_heads, T_q, T_k)`` only when ``need_weights=True`` (else None). ``mask`` is bool
+    (True = may attend) and broadcasts to ``(B, n_heads, T_q, T_k)``.
+
+    Two paths compute the same function (the tests hold them equal): by default PyTorch's fused
+    ``F.scaled_dot_product_attention``, which never builds the ``(T_q, T_k)`` weights, so it is faster and
+    lighter; with ``need_weights=True`` the readable ``scaled_dot_product_attention`` of this module, whose
+    weights are returned for plotting. ``record_attention(model)`` asks every attention module of a model
+    for its weights.
 
     ``is_causal=True`` lets query i see keys up to its own position. With a ``cache`` (a ``KVCache``),
     the keys and values of earlier calls are reused and the queries are the *last* positions, so the
@@ -140,23 +147,12 @@ class MultiHeadAttention(nn.Module):
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
-        self.need_weights = True
-        self.attn_weights: Tensor | None = None
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k)
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        mask: Tensor | None = None,
-        *,
-        is_causal: bool = False,
-        cache: KVCache | None = None,
-    ) -> Tensor:
+    def _validate(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.dim() != 3 or x.size(-1) != self.d_model:
                 raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}); got {tuple(x.shape)}")
@@ -165,34 +161,52 @@ class MultiHeadAttention(nn.Module):
                 "key and value must have the same shape (B, T_k, d_model) and the batch size of query; "
                 f"got query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
             )
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        *,
+        need_weights: bool = False,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        self._validate(query, key, value)
         q = self._split_heads(self.w_q(query))  # (B, h, T_q, d_k)
         k = self._split_heads(self.w_k(key))  # (B, h, T_k, d_k)
         v = self._split_heads(self.w_v(value))  # (B, h, T_k, d_k)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, h, T_past + T_k, d_k): earlier positions' keys and values too
-        if is_causal:  # query i sees keys up to its own position
-            T_q, T_k = q.size(2), k.size(2)
-            if T_q != T_k and cache is None:
-                raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")
-            if T_q == 1:  # one new query, at the end: it may see every key
-                is_causal = False
-            elif T_q != T_k or mask is not None or self.need_weights:
-                causal = torch.ones(T_q, T_k, dtype=torch.bool, device=q.device).tril(diagonal=T_k - T_q)
-                mask, is_causal = (causal if mask is None else mask & causal), False
+        T_q, T_k = q.size(2), k.size(2)
+        if is_causal and cache is None and T_q != T_k:
+            raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")
         dropout_p = self.dropout if self.training else 0.0
-        if self.need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p)
-            self.attn_weights = weights.detach()  # (B, h, T_q, T_k)
-        else:  # fused kernel; with is_causal still set, it needs no mask tensor at all
-            if mask is not None:
-                check_mask(mask, torch.Size((q.size(0), self.n_heads, q.size(2), k.size(2))))
+
+        if not is_causal or T_q == 1:
+            # No order to respect: the mask as given. (One query at the end of a causal sequence sees every key.)
+            attn_mask, causal_kernel = mask, False
+        elif T_q == T_k and mask is None and not need_weights:
+            # Plain causal self-attention: the fused kernel applies the triangle itself, no mask tensor needed.
+            attn_mask, causal_kernel = None, True
+        else:
+            # Causal with padding, weights to return, or new queries after cached keys: an explicit triangle,
+            # shifted so that the T_q queries are the last T_q of the T_k positions.
+            triangle = torch.ones(T_q, T_k, dtype=torch.bool, device=q.device).tril(diagonal=T_k - T_q)
+            attn_mask, causal_kernel = (triangle if mask is None else mask & triangle), False
+
+        if need_weights:  # the readable path, keeping the weights
+            out, weights = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p=dropout_p)
+        else:  # the fused kernel: the same function, without materialising the weights
+            if attn_mask is not None:
+                validate_mask(attn_mask, torch.Size((q.size(0), self.n_heads, T_q, T_k)))
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+                q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=causal_kernel
             )  # (B, h, T_q, d_k)
-            self.attn_weights = None
-        B, _, T_q, _ = out.shape
-        out = out.transpose(1, 2).reshape(B, T_q, self.d_model)  # (B, T_q, h * d_k): heads concatenated
-        return self.w_o(out)  # (B, T_q, d_model)
+            weights = None
+        out = out.transpose(1, 2).reshape(out.size(0), T_q, self.d_model)  # (B, T_q, h * d_k): heads concatenated
+        return self.w_o(out), weights  # (B, T_q, d_model), (B, h, T_q, T_k) or None
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
@@ -207,20 +221,56 @@ class MultiHeadAttention(nn.Module):
         """
         if not isinstance(module, nn.MultiheadAttention):
             raise TypeError(f"from_torch expects nn.MultiheadAttention; got {type(module).__name__}")
-        if not module._qkv_same_embed_dim:
+        if module.kdim != module.embed_dim or module.vdim != module.embed_dim:
             raise ValueError("cannot mirror nn.MultiheadAttention with kdim/vdim != embed_dim")
         if module.bias_k is not None or module.add_zero_attn:
             raise ValueError("cannot mirror nn.MultiheadAttention with add_bias_kv or add_zero_attn")
-        bias = module.in_proj_bias is not None
-        ours = cls(module.embed_dim, module.num_heads, dropout=module.dropout, bias=bias)
-        ref = module.in_proj_weight
-        ours.to(device=ref.device, dtype=ref.dtype)
+        ours = cls(module.embed_dim, module.num_heads, dropout=module.dropout, bias=module.in_proj_bias is not None)
+        ours.to(device=module.in_proj_weight.device, dtype=module.in_proj_weight.dtype)
         with torch.no_grad():
             for linear, weight in zip((ours.w_q, ours.w_k, ours.w_v), module.in_proj_weight.chunk(3)):
                 linear.weight.copy_(weight)
             ours.w_o.weight.copy_(module.out_proj.weight)
-            if bias:
+            if module.in_proj_bias is not None:
                 for linear, b in zip((ours.w_q, ours.w_k, ours.w_v), module.in_proj_bias.chunk(3)):
                     linear.bias.copy_(b)
                 ours.w_o.bias.copy_(module.out_proj.bias)
         return ours.train(module.training)
+
+
+@contextlib.contextmanager
+def record_attention(model: nn.Module) -> Generator[dict[str, Tensor], None, None]:
+    """Within the block, every ``MultiHeadAttention`` inside ``model`` is called with ``need_weights=True``,
+    and its weights ``(B, n_heads, T_q, T_k)`` of the latest call are kept in the yielded dict under the
+    module's name (as ``model.named_modules()`` gives it, e.g. ``"decoder.layers.1.cross_attn"``).
+
+    >>> with record_attention(model) as attention:  # doctest: +SKIP
+    ...     model(src, tgt, src_mask, tgt_mask)
+    >>> attention["decoder.layers.1.cross_attn"].shape  # doctest: +SKIP
+
+    Outside the block nothing is recorded and attention runs its fused kernel again.
+    """
+    recorded: dict[str, Tensor] = {}
+    handles = []
+
+    def ask_for_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        return args, {**kwargs, "need_weights": True}
+
+    def keeper(name: str) -> Any:
+        def keep(module: nn.Module, args: Any, output: tuple[Tensor, Tensor | None]) -> None:
+            if output[1] is not None:
+                recorded[name] = output[1].detach()
+
+        return keep
+
+    for name, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention):
+            handles.append(module.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
+            handles.append(module.register_forward_hook(keeper(name or "attention")))
+    if not handles:
+        raise ValueError(f"{type(model).__name__} contains no MultiHeadAttention to record")
+    try:
+        yield recorded
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -36,7 +36,27 @@ class CharTokenizer:
         self.specials = self.SPECIALS if specials else ()
         self.itos: list[str] = [*self.specials, *chars]
         self.stoi = {s: i for i, s in enumerate(self.itos)}
-        self.pad_id, self.bos_id, self.eos_id, self.unk_id = range(4) if specials else (None,) * 4
+
+    def _special(self, index: int) -> int:
+        if not self.specials:
+            raise ValueError(f"this tokenizer has no {self.SPECIALS[index]}; build it with specials=True")
+        return index
+
+    @property
+    def pad_id(self) -> int:
+        return self._special(0)
+
+    @property
+    def bos_id(self) -> int:
+        return self._special(1)
+
+    @property
+    def eos_id(self) -> int:
+        return self._special(2)
+
+    @property
+    def unk_id(self) -> int:
+        return self._special(3)
 
     @classmethod
     def from_texts(cls, texts: Iterable[str], specials: bool = True) -> CharTokenizer:
@@ -56,21 +76,22 @@ class CharTokenizer:
         if (bos or eos) and not self.specials:
             raise ValueError("this tokenizer has no <bos>/<eos>; build it with specials=True")
         if self.specials:
-            ids = [self.stoi.get(c, self.unk_id) for c in text]
+            unk = self.unk_id
+            ids = [self.stoi.get(c, unk) for c in text]
         else:
             unknown = sorted(set(text) - self.stoi.keys())
             if unknown:
                 raise ValueError(f"characters not in the vocabulary: {unknown}")
             ids = [self.stoi[c] for c in text]
-        return [self.bos_id] * bos + ids + [self.eos_id] * eos
+        return ([self.bos_id] if bos else []) + ids + ([self.eos_id] if eos else [])
 
     def decode(self, ids: Iterable[int] | Tensor, stop_at_eos: bool = True) -> str:
         """Text of ``ids``, without special tokens; stops at the first ``<eos>`` by default."""
-        out = []
+        out: list[str] = []
         for i in ids.tolist() if isinstance(ids, Tensor) else ids:
-            if self.specials and i == self.eos_id and stop_at_eos:
+            if self.specials and stop_at_eos and i == self.eos_id:
                 break
-            if not (self.specials and i < len(self.specials)):
+            if i >= len(self.specials):
                 out.append(self.itos[i])
         return "".join(out)
 

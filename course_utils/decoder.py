@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from ._interop import copy_params, torch_layer_config
+from ._interop import layer_from_torch
 from .attention import MultiHeadAttention
+from .encoder import LayerStack
 from .layers import FeedForward, LayerNorm
 
 __all__ = ["Decoder", "DecoderLayer"]
@@ -36,10 +37,12 @@ class DecoderLayer(nn.Module):
         self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
 
     def _self_attention(self, x: Tensor, tgt_mask: Tensor | None) -> Tensor:
-        return self.dropout1(self.self_attn(query=x, key=x, value=x, mask=tgt_mask))
+        out, _ = self.self_attn(query=x, key=x, value=x, mask=tgt_mask)
+        return self.dropout1(out)
 
     def _cross_attention(self, x: Tensor, memory: Tensor, src_mask: Tensor | None) -> Tensor:
-        return self.dropout2(self.cross_attn(query=x, key=memory, value=memory, mask=src_mask))
+        out, _ = self.cross_attn(query=x, key=memory, value=memory, mask=src_mask)
+        return self.dropout2(out)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
         return self.dropout3(self.feed_forward(x))
@@ -60,26 +63,18 @@ class DecoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderLayer:
         """An equivalent layer with the weights of ``nn.TransformerDecoderLayer`` (ReLU, batch_first)."""
-        ours = cls(**torch_layer_config(layer, nn.TransformerDecoderLayer))
-        ours.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
-        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-        ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
-        copy_params(ours.feed_forward.w_1, layer.linear1)
-        copy_params(ours.feed_forward.w_2, layer.linear2)
-        for mine, theirs in ((ours.norm1, layer.norm1), (ours.norm2, layer.norm2), (ours.norm3, layer.norm3)):
-            copy_params(mine, theirs)
-        return ours.train(layer.training)
+        return layer_from_torch(cls, layer, nn.TransformerDecoderLayer)
 
 
-class Decoder(nn.Module):
-    """A stack of ``n_layers`` decoder layers; pre-norm stacks end with one more ``LayerNorm``."""
+class Decoder(LayerStack):
+    """A stack of ``n_layers`` decoder layers:
+    ``forward(x (B, T, d_model), memory (B, S, d_model), src_mask, tgt_mask)`` -> ``(B, T, d_model)``."""
 
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1, norm_first: bool = False
     ) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        layers = (DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
+        super().__init__(layers, d_model, norm_first)
 
     def forward(
         self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None

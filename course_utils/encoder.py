@@ -5,9 +5,11 @@ Shape letters: B batch, T source length. Masks are bool, True = may attend.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from torch import Tensor, nn
 
-from ._interop import copy_params, torch_layer_config
+from ._interop import layer_from_torch
 from .attention import MultiHeadAttention
 from .layers import FeedForward, LayerNorm
 
@@ -34,7 +36,8 @@ class EncoderLayer(nn.Module):
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
     def _self_attention(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        return self.dropout1(self.self_attn(query=x, key=x, value=x, mask=mask))
+        out, _ = self.self_attn(query=x, key=x, value=x, mask=mask)
+        return self.dropout1(out)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
         return self.dropout2(self.feed_forward(x))
@@ -51,26 +54,27 @@ class EncoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderLayer:
         """An equivalent layer with the weights of ``nn.TransformerEncoderLayer`` (ReLU, batch_first)."""
-        ours = cls(**torch_layer_config(layer, nn.TransformerEncoderLayer))
-        ours.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
-        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-        copy_params(ours.feed_forward.w_1, layer.linear1)
-        copy_params(ours.feed_forward.w_2, layer.linear2)
-        copy_params(ours.norm1, layer.norm1)
-        copy_params(ours.norm2, layer.norm2)
-        return ours.train(layer.training)
+        return layer_from_torch(cls, layer, nn.TransformerEncoderLayer)
 
 
-class Encoder(nn.Module):
-    """A stack of ``n_layers`` encoder layers; pre-norm stacks end with one more ``LayerNorm``."""
+class LayerStack(nn.Module):
+    """``n_layers`` layers applied in turn; pre-norm stacks end with one more ``LayerNorm``, because their
+    layers leave the residual stream unnormalised (post-norm layers already end in a norm)."""
+
+    def __init__(self, layers: Iterable[nn.Module], d_model: int, norm_first: bool) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.norm: nn.Module = LayerNorm(d_model) if norm_first else nn.Identity()
+
+
+class Encoder(LayerStack):
+    """A stack of ``n_layers`` encoder layers: ``forward(x (B, T, d_model), mask)`` -> ``(B, T, d_model)``."""
 
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1, norm_first: bool = False
     ) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
-        # Post-norm layers already end in a norm; pre-norm ones leave the residual stream unnormalised.
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        layers = (EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
+        super().__init__(layers, d_model, norm_first)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         for layer in self.layers:

@@ -6,6 +6,7 @@ Shape letters: B batch, T sequence length (at most ``block_size``), V vocabulary
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -13,8 +14,23 @@ from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
 from .layers import FeedForward, LayerNorm
+from .text import random_windows
+from .utils import eval_mode
 
-__all__ = ["GPT", "GPTBlock", "estimate_loss"]
+__all__ = ["GPT", "GPTBlock", "GPTConfig", "estimate_loss"]
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The sizes of a ``GPT``: ``GPT(vocab_size, **asdict(config))``. Defaults: nanoGPT's Shakespeare model."""
+
+    block_size: int = 256  # the context: the most positions the model reads at once
+    d_model: int = 384
+    n_heads: int = 6
+    n_layers: int = 6
+    d_ff: int | None = None  # None: 4 * d_model
+    dropout: float = 0.0
+    bias: bool = True  # biases in the linear layers and LayerNorms (nanoGPT's Shakespeare model has none)
 
 
 class GPTBlock(nn.Module):
@@ -30,7 +46,8 @@ class GPTBlock(nn.Module):
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
         h = self.norm1(x)
-        x = x + self.dropout1(self.self_attn(h, h, h, is_causal=True, cache=cache))
+        attended, _ = self.self_attn(query=h, key=h, value=h, is_causal=True, cache=cache)
+        x = x + self.dropout1(attended)
         return x + self.dropout2(self.feed_forward(self.norm2(x)))  # (B, T, d_model)
 
 
@@ -46,7 +63,7 @@ class GPT(nn.Module):
     def __init__(
         self,
         vocab_size: int,
-        block_size: int,
+        block_size: int = 256,
         d_model: int = 384,
         n_heads: int = 6,
         n_layers: int = 6,
@@ -114,9 +131,7 @@ class GPT(nn.Module):
         """
         if temperature < 0 or (top_k is not None and top_k < 1):
             raise ValueError(f"need temperature >= 0 and top_k >= 1 or None; got {temperature}, {top_k}")
-        was_training = self.training
-        self.eval()
-        try:
+        with eval_mode(self):
             caches = None
             for _ in range(max_new_tokens):
                 if use_cache and idx.size(1) < self.block_size:
@@ -130,9 +145,7 @@ class GPT(nn.Module):
                     logits, _ = self(idx[:, -self.block_size :])
                 next_token = self._sample(logits[:, -1], temperature, top_k, generator)  # (B, 1)
                 idx = torch.cat([idx, next_token], dim=1)
-            return idx
-        finally:
-            self.train(was_training)
+        return idx
 
     @staticmethod
     def _sample(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> Tensor:
@@ -152,15 +165,11 @@ def estimate_loss(
 ) -> dict[str, float]:
     """Mean loss of ``model`` over ``iters`` batches of random windows of each split. The windows are the
     same at every call (fixed ``seed``), so successive estimates are comparable."""
-    from .text import random_windows
-
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     out = {}
-    for name, data in splits.items():
-        windows = random_windows(data, model.block_size, batch_size, seed=seed)
-        losses = [model(*(t.to(device) for t in next(windows)))[1] for _ in range(iters)]
-        out[name] = torch.stack(losses).mean().item()
-    model.train(was_training)
+    with eval_mode(model):
+        for name, data in splits.items():
+            windows = random_windows(data, model.block_size, batch_size, seed=seed)
+            losses = [model(*(t.to(device) for t in next(windows)))[1] for _ in range(iters)]
+            out[name] = torch.stack([loss for loss in losses if loss is not None]).mean().item()
     return out

@@ -1,4 +1,4 @@
-"""The full encoder-decoder Transformer (section 3 of the paper) and greedy decoding.
+"""The full encoder-decoder Transformer (section 3 of the paper).
 
 Shape letters: B batch, S source length, T target length, V vocabulary size.
 Masks are bool, True = may attend: ``src_mask`` ``(B, 1, 1, S)``, ``tgt_mask`` ``(B, 1, T, T)``.
@@ -7,25 +7,37 @@ Masks are bool, True = may attend: ``src_mask`` ``(B, 1, 1, S)``, ``tgt_mask`` `
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-import torch
 from torch import Tensor, nn
 
 from .decoder import Decoder
 from .encoder import Encoder
-from .masks import causal_mask
 from .positional import PositionalEncoding
 
-__all__ = ["Transformer", "greedy_decode"]
+__all__ = ["Transformer", "TransformerConfig"]
 
 
-def check_tokens(tokens: Tensor, vocab_size: int, name: str) -> None:
+def validate_tokens(tokens: Tensor, vocab_size: int, name: str) -> None:
     """Clear errors for token tensors of the wrong shape, dtype or (on the CPU) range."""
     if tokens.dim() != 2 or tokens.is_floating_point():
         raise ValueError(f"{name} must be integer token ids of shape (B, T); got {tokens.dtype} {tuple(tokens.shape)}")
     # On a GPU this check would stall the pipeline, and torch's embedding reports it anyway.
     if tokens.device.type == "cpu" and tokens.numel() and not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab_size:
         raise ValueError(f"{name} holds ids outside [0, {vocab_size}); check the tokenizer matches the model")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The sizes of a ``Transformer`` (the paper's base model by default): ``Transformer(V_src, V_tgt, **asdict(config))``."""
+
+    d_model: int = 512
+    n_heads: int = 8
+    n_layers: int = 6  # encoder layers, and as many decoder layers
+    d_ff: int = 2048
+    dropout: float = 0.1
+    max_len: int = 5000
+    norm_first: bool = False
 
 
 class Transformer(nn.Module):
@@ -58,10 +70,18 @@ class Transformer(nn.Module):
         self.src_embed = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
         self.positional = PositionalEncoding(d_model, dropout, max_len)
-        self.encoder = Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first)
-        self.decoder = Decoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first)
+        self.encoder, self.decoder = self.build_stacks(d_model, n_heads, n_layers, d_ff, dropout, norm_first)
         self.generator = nn.Linear(d_model, tgt_vocab_size)  # the pre-softmax projection
         self.reset_parameters()
+
+    def build_stacks(
+        self, d_model: int, n_heads: int, n_layers: int, d_ff: int, dropout: float, norm_first: bool
+    ) -> tuple[nn.Module, nn.Module]:
+        """The encoder and decoder stacks (``TorchTransformer`` builds PyTorch's instead)."""
+        return (
+            Encoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first),
+            Decoder(d_model, n_heads, d_ff, n_layers, dropout, norm_first),
+        )
 
     def reset_parameters(self) -> None:
         for p in self.parameters():
@@ -72,59 +92,21 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Source ids ``(B, S)`` -> memory ``(B, S, d_model)``."""
-        check_tokens(src, self.src_vocab_size, "src")
+        validate_tokens(src, self.src_vocab_size, "src")
         x = self.positional(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, d_model)
-        return self.encoder(x, src_mask)
+        out: Tensor = self.encoder(x, src_mask)
+        return out
 
     def decode(
         self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> Tensor:
         """Target ids ``(B, T)`` and memory ``(B, S, d_model)`` -> logits ``(B, T, V_tgt)``."""
-        check_tokens(tgt, self.tgt_vocab_size, "tgt")
+        validate_tokens(tgt, self.tgt_vocab_size, "tgt")
         y = self.positional(self.tgt_embed(tgt) * math.sqrt(self.d_model))  # (B, T, d_model)
-        return self.generator(self.decoder(y, memory, src_mask, tgt_mask))  # (B, T, V_tgt)
+        out: Tensor = self.generator(self.decoder(y, memory, src_mask, tgt_mask))
+        return out  # (B, T, V_tgt)
 
     def forward(
         self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> Tensor:
         return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
-
-
-@torch.no_grad()
-def greedy_decode(
-    model: nn.Module,
-    src: Tensor,
-    src_mask: Tensor | None,
-    max_len: int,
-    bos_id: int,
-    eos_id: int,
-    pad_id: int | None = None,
-) -> Tensor:
-    """Decode ``src`` ``(B, S)`` one token at a time, always taking the most likely next token.
-
-    Returns a LongTensor ``(B, <= max_len)`` that starts with ``bos_id``. Decoding stops when every
-    row has produced ``eos_id`` or ``max_len`` tokens; a finished row is filled with ``pad_id`` (or
-    ``eos_id`` when no ``pad_id`` is given). ``model`` needs ``encode(src, src_mask)`` and
-    ``decode(tgt, memory, src_mask, tgt_mask)``; it runs in eval mode (no dropout), and its mode is
-    restored afterwards.
-    """
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1 (the BOS token); got {max_len}")
-    was_training = model.training
-    model.eval()
-    try:
-        memory = model.encode(src, src_mask)  # (B, S, d_model)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
-        done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        filler = eos_id if pad_id is None else pad_id
-        for _ in range(max_len - 1):
-            logits = model.decode(ys, memory, src_mask, causal_mask(ys.size(1), device=src.device))
-            next_token = logits[:, -1].argmax(dim=-1)  # (B,): the last position predicts the next token
-            next_token = next_token.masked_fill(done, filler)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
-            done |= next_token == eos_id
-            if bool(done.all()):
-                break
-        return ys
-    finally:
-        model.train(was_training)

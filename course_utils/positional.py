@@ -41,6 +41,7 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.dropout = nn.Dropout(dropout)
+        self.pe: Tensor
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:

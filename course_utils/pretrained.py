@@ -1,54 +1,41 @@
 """Trained weights that ship with the course, for a class with no time or no GPU to train.
 
-Chapter 06's date Transformer and chapter 07's CPU-sized GPT are trained by ``build_checkpoints`` with exactly the
-recipes the notebooks print (a test holds the two together), on the CPU, and saved with what training
-measured: the loss history, evaluations and, for the GPT, its samples. The files hold plain tensors, numbers
-and strings only, so ``torch.load(..., weights_only=True)`` reads them. Rebuild them with
+Chapter 06's date Transformer and chapter 07's CPU-sized GPT are trained by ``tools/build_checkpoints.py``
+with exactly the recipes the notebooks use (``course_utils.recipes``), on the CPU, and saved with what
+training measured: the loss history, evaluations and, for the GPT, its samples. The files hold plain
+tensors, numbers and strings only, so ``torch.load(..., weights_only=True)`` reads them. Rebuild them with
 
-    python -m course_utils.build_checkpoints     # about two minutes on a laptop CPU
+    python tools/build_checkpoints.py     # about two minutes on a laptop CPU
 
 and the notebooks load them with ``load_pretrained(name)`` when ``SKIP_TRAINING`` is set.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from .train import History, TrainConfig
+from .recipes import DATE_TRANSFORMER, SHAKESPEARE_GPT_CPU, Recipe
+from .train import History
 
-__all__ = ["PRETRAINED_RECIPES", "Pretrained", "load_pretrained"]
+__all__ = ["PRETRAINED", "Pretrained", "load_pretrained"]
 
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 
-# name -> (the model's recipe as the notebook's dataclass prints it, its training configuration)
-PRETRAINED_RECIPES: dict[str, tuple[str, dict, TrainConfig]] = {
-    "date_transformer": (
-        "DateModelConfig",
-        {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 128, "dropout": 0.0, "max_len": 64},
-        TrainConfig(steps=1000, batch_size=64, lr=3e-3, warmup_steps=100, schedule="cosine", label_smoothing=0.1),
-    ),
-    "shakespeare_gpt": (
-        "GPTRecipe",
-        {"block_size": 64, "d_model": 128, "n_heads": 4, "n_layers": 4, "dropout": 0.0, "batch_size": 12, "steps": 1500, "eval_every": 250},
-        TrainConfig(
-            steps=1500, batch_size=12, lr=1e-3, warmup_steps=100, schedule="cosine",
-            label_smoothing=0.0, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
-        ),
-    ),
-}  # fmt: skip
+# name -> the recipe its weights were trained with
+PRETRAINED: dict[str, Recipe[Any]] = {"date_transformer": DATE_TRANSFORMER, "shakespeare_gpt": SHAKESPEARE_GPT_CPU}
 
 
 @dataclass
 class Pretrained:
-    """A shipped checkpoint: ``state_dict`` for the model the recipe builds, and what training measured."""
+    """A shipped checkpoint: ``state_dict`` for the model its recipe builds, and what training measured."""
 
     name: str
-    recipe: dict
-    train_config: dict
+    recipe: Recipe[Any]
     state_dict: dict[str, Tensor]
     history: History
     metrics: dict[str, float]
@@ -59,29 +46,34 @@ class Pretrained:
         metrics = ", ".join(f"{k} {v:.4g}" for k, v in self.metrics.items())
         return (
             f"{self.name}: {sum(t.numel() for t in self.state_dict.values()):,} numbers, trained "
-            f"{self.train_config['steps']} steps on a CPU in {self.history.seconds:.0f} s (PyTorch {self.torch_version}); {metrics}"
+            f"{self.recipe.training.steps} steps on a CPU in {self.history.seconds:.0f} s "
+            f"(PyTorch {self.torch_version}); {metrics}"
         )
 
 
-def _path(name: str) -> Path:
-    if name not in PRETRAINED_RECIPES:
-        raise ValueError(f"no pretrained weights called {name!r}; there are: {', '.join(PRETRAINED_RECIPES)}")
+def checkpoint_path(name: str) -> Path:
+    if name not in PRETRAINED:
+        raise ValueError(f"no pretrained weights called {name!r}; there are: {', '.join(PRETRAINED)}")
     return CHECKPOINTS / f"{name}.pt"
 
 
 def load_pretrained(name: str, device: torch.device | str | None = None) -> Pretrained:
     """The shipped weights called ``name`` (``"date_transformer"`` or ``"shakespeare_gpt"``), read with
-    ``weights_only=True``, tensors on ``device`` (default: the CPU)."""
-    path = _path(name)
+    ``weights_only=True``, tensors on ``device`` (default: the CPU). Weights trained with another recipe
+    than today's ``PRETRAINED[name]`` are refused: they would not be what the notebook describes."""
+    path = checkpoint_path(name)
+    rebuild = f"python tools/build_checkpoints.py {name}"
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run `python -m course_utils.build_checkpoints {name}` to train it")
+        raise FileNotFoundError(f"{path} is missing: run `{rebuild}` in the course's repository to train it")
     saved = torch.load(path, map_location=device or "cpu", weights_only=True)
+    recipe = PRETRAINED[name]
+    if saved["recipe"] != asdict(recipe):
+        raise ValueError(f"{path} was trained with another recipe than course_utils.recipes holds: run `{rebuild}`")
     history = saved["history"]
     history["evals"] = [(step, metrics) for step, metrics in history["evals"]]
     return Pretrained(
         name=name,
-        recipe=saved["recipe"],
-        train_config=saved["train_config"],
+        recipe=recipe,
         state_dict=saved["state_dict"],
         history=History(**history),
         metrics=saved["metrics"],

@@ -1,33 +1,26 @@
-"""Training: learning-rate warm-up, the sequence-to-sequence loss, a training loop, evaluation.
+"""Training: the learning-rate schedules, an optimizer, one step, and a plain training loop.
 
-Shape letters: B batch, S source length, T target length, V vocabulary size.
+Nothing here knows the task: a ``loss_fn(model, *batch)`` says what is minimised.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
-from .data import CharTokenizer, encode_pairs
-from .fast import fast_kernels
-from .masks import padding_mask, target_mask
-from .model import greedy_decode
+from .utils import eval_mode, in_mode, synchronize
 
-__all__ = [
-    "History", "TrainConfig", "exact_match", "lr_factor", "make_optimizer", "noam_lr", "seq2seq_loss", "train",
-    "train_step",
-]  # fmt: skip
+__all__ = ["History", "TrainConfig", "lr_factor", "make_optimizer", "noam_lr", "train", "train_step"]
 
 
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
@@ -46,7 +39,6 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_clip: float | None = 1.0
     betas: tuple[float, float] = (0.9, 0.98)  # the paper's Adam settings
-    fast_kernels: bool = True  # train with PyTorch's fused kernels (same functions; weights are not kept)
     amp: bool = True  # on GPUs with native bfloat16, compute the forward pass in bfloat16 (autocast)
 
     def __post_init__(self) -> None:
@@ -78,19 +70,6 @@ def lr_factor(step: int, config: TrainConfig) -> float:
         progress = min((s - w) / max(config.steps - w, 1), 1.0)
         return 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
     return 1.0  # constant
-
-
-def seq2seq_loss(model: nn.Module, src: Tensor, tgt: Tensor, pad_id: int, label_smoothing: float = 0.0) -> Tensor:
-    """Teacher forcing: the decoder reads ``<bos> y_1 ... y_{n-1}`` and must predict ``y_1 ... <eos>``.
-
-    ``src (B, S)`` and ``tgt (B, T)`` are padded with ``pad_id``; padded target positions are
-    ignored by the loss. Label smoothing as in ``F.cross_entropy`` (section 5.4 of the paper).
-    """
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # (B, T - 1) each: input shifted right by one
-    logits = model(src, tgt_in, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))  # (B, T - 1, V)
-    return F.cross_entropy(
-        logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1), ignore_index=pad_id, label_smoothing=label_smoothing
-    )
 
 
 @dataclass
@@ -130,6 +109,14 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
     )
 
 
+@functools.cache
+def _autocast_dtype(device: torch.device, amp: bool) -> torch.dtype | None:
+    """bfloat16 on GPUs that compute it natively (when ``amp``), else None: full precision."""
+    if amp and device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
+        return torch.bfloat16
+    return None
+
+
 def train_step(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -137,12 +124,14 @@ def train_step(
     batch: tuple[Tensor, ...],
     config: TrainConfig,
 ) -> Tensor:
-    """One step: forward, loss, backward, gradient clipping, optimizer update. Returns the loss (detached)."""
-    model.train()
-    device = next(model.parameters()).device
-    bf16 = config.amp and device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
-    kernels = fast_kernels(model) if config.fast_kernels else contextlib.nullcontext()
-    with kernels, torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+    """One step: forward, loss, backward, gradient clipping, optimizer update. Returns the loss (detached).
+
+    The model must already be in training mode (``model.train()``), as ``train`` puts it; the step does not
+    walk the model's modules.
+    """
+    device = batch[0].device
+    dtype = _autocast_dtype(device, config.amp)
+    with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         loss = loss_fn(model, *batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -150,11 +139,6 @@ def train_step(
         nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
     optimizer.step()
     return loss.detach()
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":  # GPU work is asynchronous: wait for it before reading the clock
-        torch.cuda.synchronize(device)
 
 
 def train(
@@ -173,66 +157,40 @@ def train(
 
     Each step takes the next tuple of tensors from ``batches``, moves it to ``device`` and calls
     ``loss_fn(model, *batch)``. ``eval_fn(model)``, if given, runs every ``eval_every`` steps and
-    at the end, in eval mode; its results are kept in ``History.evals`` and shown on the progress bar.
+    at the end, in eval mode and without gradients; its results are kept in ``History.evals`` and shown on
+    the progress bar. The model trains in training mode and is left in the mode it was in before.
     """
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
     optimizer = make_optimizer(model, config)
-    history, shown, evaluating = History(), {}, 0.0
+    history, losses, shown, evaluating = History(), [], {}, 0.0
     # A widget in notebooks; COURSE_PROGRESS=text gives a plain-text bar, whose last line stays readable
     # in saved notebooks (the committed outputs are made that way).
     bar_type = text_tqdm if os.environ.get("COURSE_PROGRESS") == "text" else tqdm
     bar = bar_type(range(config.steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout)
     start = time.perf_counter()
-    for step in bar:
-        lr = config.lr * lr_factor(step, config)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        batch = tuple(t.to(device, non_blocking=True) for t in next(batches))
-        loss = train_step(model, optimizer, loss_fn, batch, config)
-        history.steps.append(step + 1)
-        history.lr.append(lr)
-        history.loss.append(loss)
-        last = step + 1 == config.steps
-        if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or last):
-            _synchronize(device)
-            paused = time.perf_counter()
-            history.eval_seconds.append(paused - start - evaluating)
-            model.eval()
-            with torch.no_grad():
-                shown = eval_fn(model)
-            history.evals.append((step + 1, shown))
-            evaluating += time.perf_counter() - paused
-        if step % 50 == 0 or last:  # reading the loss waits for the device: not every step
-            bar.set_postfix(loss=f"{float(loss):.3f}", **{k: f"{v:.3g}" for k, v in shown.items()})
-    _synchronize(device)
-    history.seconds = time.perf_counter() - start - evaluating
-    history.loss = torch.stack(history.loss).float().cpu().tolist() if history.loss else []
-    model.eval()
+    with in_mode(model, training=True):
+        for step in bar:
+            lr = config.lr * lr_factor(step, config)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            batch = tuple(t.to(device, non_blocking=True) for t in next(batches))
+            loss = train_step(model, optimizer, loss_fn, batch, config)
+            history.steps.append(step + 1)
+            history.lr.append(lr)
+            losses.append(loss)
+            last = step + 1 == config.steps
+            if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or last):
+                synchronize(device)
+                paused = time.perf_counter()
+                history.eval_seconds.append(paused - start - evaluating)
+                with eval_mode(model), torch.no_grad():
+                    shown = eval_fn(model)
+                history.evals.append((step + 1, shown))
+                evaluating += time.perf_counter() - paused
+            if step % 50 == 0 or last:  # reading the loss waits for the device: not every step
+                bar.set_postfix({"loss": f"{float(loss):.3f}", **{k: f"{v:.3g}" for k, v in shown.items()}})
+        synchronize(device)
+        history.seconds = time.perf_counter() - start - evaluating
+    history.loss = torch.stack(losses).float().cpu().tolist() if losses else []
     return history
-
-
-@torch.no_grad()
-def exact_match(
-    model: nn.Module,
-    pairs: Sequence[tuple[str, str]],
-    src_tokenizer: CharTokenizer,
-    tgt_tokenizer: CharTokenizer,
-    *,
-    max_len: int | None = None,
-    batch_size: int = 512,
-) -> tuple[float, list[str]]:
-    """Greedy-decode every source string; return (fraction exactly right, the predictions)."""
-    device = next(model.parameters()).device
-    src, tgt = encode_pairs(pairs, src_tokenizer, tgt_tokenizer)
-    max_len = tgt.size(1) + 2 if max_len is None else max_len
-    predictions = []
-    for start in range(0, len(pairs), batch_size):
-        chunk = src[start : start + batch_size].to(device)
-        out = greedy_decode(
-            model, chunk, padding_mask(chunk, src_tokenizer.pad_id), max_len,
-            tgt_tokenizer.bos_id, tgt_tokenizer.eos_id, tgt_tokenizer.pad_id,
-        )  # fmt: skip
-        predictions += [tgt_tokenizer.decode(row) for row in out.cpu()]
-    correct = sum(p == t for p, (_, t) in zip(predictions, pairs))
-    return correct / max(len(pairs), 1), predictions

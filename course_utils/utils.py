@@ -1,14 +1,20 @@
-"""Reproducibility and device selection shared by every notebook."""
+"""Reproducibility, devices and evaluation mode, shared by every notebook."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Generator
+from typing import TypeVar
 
 import numpy as np
 import torch
+from torch import nn
 
-__all__ = ["count_parameters", "get_device", "set_seed"]
+__all__ = ["count_parameters", "eval_mode", "get_device", "in_mode", "set_seed", "synchronize"]
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def set_seed(seed: int = 0) -> None:
@@ -34,6 +40,30 @@ def get_device() -> torch.device:
     return torch.device("cpu")
 
 
-def count_parameters(model: torch.nn.Module, trainable_only: bool = True) -> int:
+def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     """Number of (trainable) parameters; tied weights are counted once."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+@contextlib.contextmanager
+def in_mode(model: M, training: bool) -> Generator[M, None, None]:
+    """Within the block ``model`` is in training mode (``training=True``: dropout on) or evaluation mode;
+    afterwards it is back in the mode it was in, even if the block raised."""
+    was_training = model.training
+    model.train(training)
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def eval_mode(model: M) -> contextlib.AbstractContextManager[M]:
+    """``in_mode(model, training=False)``: evaluation (dropout off) within the block, the previous mode after."""
+    return in_mode(model, training=False)
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait for the GPU's queued work to finish, so that a clock read afterwards measures it (no-op on the CPU)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -5,19 +5,28 @@ notebook displays it. Attention weights may be given as tensors or arrays of sha
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+from numpy.typing import ArrayLike
+from torch import Tensor
+
+from . import _vega
 
 if TYPE_CHECKING:  # Altair costs ~2 s to import: only the interactive charts load it
     import altair as alt
+
+    from .train import History
+
+Matrix = Tensor | ArrayLike  # weights or an encoding: a tensor (any device, with or without gradients) or an array
 
 __all__ = [
     "attention_chart",
@@ -34,9 +43,9 @@ __all__ = [
 OFFLINE_RENDERER = "course-offline"
 
 
-def _array(x, dims: tuple[int, ...], name: str) -> np.ndarray:
+def _array(x: Matrix, dims: tuple[int, ...], name: str) -> np.ndarray:
     """Tensor or array -> float NumPy array with one of the allowed numbers of dimensions."""
-    a = np.asarray(x.detach().float().cpu() if hasattr(x, "detach") else x, dtype=float)
+    a = np.asarray(x.detach().float().cpu() if isinstance(x, Tensor) else x, dtype=float)
     if a.ndim not in dims:
         raise ValueError(f"{name} must have {' or '.join(map(str, dims))} dimensions; got shape {a.shape}")
     return a
@@ -51,40 +60,8 @@ def _inline_csv(columns: dict[str, np.ndarray]) -> alt.InlineData:
     return alt.InlineData(values=text, format=alt.DataFormat(type="csv", parse=dict.fromkeys(columns, "number")))
 
 
-def _vl_convert():
-    """vl-convert, or an ImportError that says how to install it."""
-    try:
-        import vl_convert
-    except ImportError:
-        raise ImportError(
-            "offline charts inline Vega's JavaScript from vl-convert: `pip install vl-convert-python` "
-            "(it is in the course's `lab` extra), then restart the kernel"
-        ) from None
-    return vl_convert
-
-
-@functools.cache
-def _vega_bundle(vl_version: str) -> str:
-    return _vl_convert().javascript_bundle(vl_version=vl_version)
-
-
-def offline_html(spec: dict) -> str:
-    """HTML that draws a Vega-Lite spec with no network: Vega, Vega-Lite and vega-embed are inlined (about
-    0.9 MB, parsed once a page), where Altair's default output fetches them from a CDN. The bundle runs
-    inside a function, so a chart drawn twice in one page does not redeclare its names."""
-    major, minor = spec["$schema"].rsplit("/v", 1)[1].split(".")[:2]
-    div = f"course-chart-{uuid.uuid4().hex}"
-    return (
-        f'<div id="{div}"></div>\n<script type="text/javascript">\n'
-        f"if (typeof window.vegaEmbed !== 'function') {{ (function () {{\n{_vega_bundle(f'v{major}_{minor}')}\n}})(); }}\n"
-        f"window.vegaEmbed('#{div}', {json.dumps(spec)}, {{mode: 'vega-lite'}}).catch(function (error) {{\n"
-        f"  document.getElementById('{div}').innerHTML = '<pre style=\"color: red\">' + error + '</pre>';\n}});\n"
-        "</script>"
-    )
-
-
-def _offline_renderer(spec: dict, **metadata) -> dict[str, str]:
-    return {"text/html": offline_html(spec), "text/plain": "<interactive chart>"}
+def _offline_renderer(spec: dict[str, Any], **metadata: Any) -> dict[str, str]:
+    return {"text/html": _vega.offline_html(spec), "text/plain": "<interactive chart>"}
 
 
 def use_offline_charts(enable: bool = True) -> None:
@@ -98,12 +75,12 @@ def use_offline_charts(enable: bool = True) -> None:
     if not enable:
         alt.renderers.enable("default")
         return
-    _vl_convert()  # fail here, with what to install, rather than at the first chart
+    _vega.vl_convert()  # fail here, with what to install, rather than at the first chart
     alt.renderers.register(OFFLINE_RENDERER, _offline_renderer)
     alt.renderers.enable(OFFLINE_RENDERER)
 
 
-def _altair():
+def _altair() -> ModuleType:
     """Altair, imported on first use (it costs ~2 s), honouring ``COURSE_OFFLINE_CHARTS``."""
     import altair as alt
 
@@ -121,7 +98,9 @@ def _labels(labels: Sequence[str] | None, n: int, axis: str) -> list[str]:
     return [str(s) for s in labels]
 
 
-def _draw_heatmap(ax, w: np.ndarray, keys: list[str], queries: list[str], title: str | None, annotate: bool):
+def _draw_heatmap(
+    ax: Axes, w: np.ndarray, keys: list[str], queries: list[str], title: str | None, annotate: bool
+) -> AxesImage:
     image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto")
     ax.set_xticks(range(len(keys)), keys, rotation=90 if max(map(len, keys), default=0) > 2 else 0)
     ax.set_yticks(range(len(queries)), queries)
@@ -137,7 +116,7 @@ def _draw_heatmap(ax, w: np.ndarray, keys: list[str], queries: list[str], title:
 
 
 def attention_heatmap(
-    weights, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
+    weights: Matrix, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
     *, title: str | None = None, annotate: bool | None = None,
 ) -> Figure:  # fmt: skip
     """One attention matrix ``(T_q, T_k)``: rows are queries, columns keys, labelled with tokens.
@@ -148,16 +127,15 @@ def attention_heatmap(
     w = _array(weights, (2,), "weights")
     keys = _labels(keys, w.shape[1], "key")
     queries = keys if queries is None and w.shape[0] == w.shape[1] else _labels(queries, w.shape[0], "query")
-    annotate = max(w.shape) <= 12 if annotate is None else annotate
     fig, ax = plt.subplots(figsize=(1.2 + 0.42 * len(keys), 0.9 + 0.38 * len(queries)), layout="constrained")
-    image = _draw_heatmap(ax, w, keys, queries, title, annotate)
+    image = _draw_heatmap(ax, w, keys, queries, title, max(w.shape) <= 12 if annotate is None else annotate)
     fig.colorbar(image, ax=ax, shrink=0.8, label="weight")
     plt.close(fig)  # returned, not shown twice
     return fig
 
 
 def attention_grid(
-    weights, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
+    weights: Matrix, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
     *, titles: Sequence[str] | None = None, ncols: int = 4, suptitle: str | None = None,
 ) -> Figure:  # fmt: skip
     """One heatmap per head (or per layer): ``weights`` of shape ``(n, T_q, T_k)``."""
@@ -186,7 +164,7 @@ def attention_grid(
 
 
 def attention_chart(
-    weights, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
+    weights: Matrix, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
     *, title: str = "", head_names: Sequence[str] | None = None, cell: int = 22,
 ) -> alt.Chart:  # fmt: skip
     """Interactive Altair heatmap: hover a cell for its query, key and weight; hovering highlights
@@ -227,7 +205,7 @@ def attention_chart(
     return chart
 
 
-def positional_encoding_heatmap(pe, *, title: str = "Sinusoidal positional encoding") -> Figure:
+def positional_encoding_heatmap(pe: Matrix, *, title: str = "Sinusoidal positional encoding") -> Figure:
     """The ``(positions, d_model)`` encoding as an image: one row per position."""
     a = _array(pe, (2,), "pe")
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
@@ -240,7 +218,7 @@ def positional_encoding_heatmap(pe, *, title: str = "Sinusoidal positional encod
     return fig
 
 
-def positional_waves(pe, dims: Sequence[int] = (0, 1, 4, 8, 16), *, title: str | None = None) -> Figure:
+def positional_waves(pe: Matrix, dims: Sequence[int] = (0, 1, 4, 8, 16), *, title: str | None = None) -> Figure:
     """Chosen columns of the encoding against position: sine waves of growing wavelength."""
     a = _array(pe, (2,), "pe")
     fig, ax = plt.subplots(figsize=(7, 3), layout="constrained")
@@ -256,7 +234,7 @@ def positional_waves(pe, dims: Sequence[int] = (0, 1, 4, 8, 16), *, title: str |
     return fig
 
 
-def positional_encoding_chart(pe, *, title: str = "Positional encoding (hover for values)") -> alt.Chart:
+def positional_encoding_chart(pe: Matrix, *, title: str = "Positional encoding (hover for values)") -> alt.Chart:
     """Interactive Altair heatmap of the encoding; hover for position, dimension and value."""
     alt = _altair()
 
@@ -272,12 +250,14 @@ def positional_encoding_chart(pe, *, title: str = "Positional encoding (hover fo
 
 
 def loss_curve(
-    *histories, labels: Sequence[str] | None = None, title: str = "Training loss", smooth: int = 20
+    *histories: History, labels: Sequence[str] | None = None, title: str = "Training loss", smooth: int = 20
 ) -> Figure:
     """Training loss against step for one or more ``History`` objects (a running mean of ``smooth`` steps)."""
-    labels = _labels(labels, len(histories), "history") if labels is not None else [None] * len(histories)
+    names: list[str | None] = (
+        [None] * len(histories) if labels is None else [*_labels(labels, len(histories), "history")]
+    )
     fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
-    for history, label in zip(histories, labels):
+    for history, label in zip(histories, names):
         loss = np.asarray(history.loss, dtype=float)
         k = max(1, min(smooth, len(loss)))
         smoothed = np.convolve(loss, np.ones(k) / k, mode="valid")
@@ -286,14 +266,14 @@ def loss_curve(
     ax.set_ylabel("loss")
     ax.set_yscale("log")
     ax.set_title(title)
-    if any(labels):
+    if any(names):
         ax.legend()
     ax.grid(alpha=0.3)
     plt.close(fig)
     return fig
 
 
-def evaluation_curve(history, *, title: str = "Loss during training", ylabel: str = "loss") -> Figure:
+def evaluation_curve(history: History, *, title: str = "Loss during training", ylabel: str = "loss") -> Figure:
     """Each metric of ``History.evals`` (e.g. train and validation loss) against step, with the training loss."""
     fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     if history.loss:

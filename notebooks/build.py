@@ -1,16 +1,19 @@
 """Build the course notebooks from their sources, and optionally run them to store their outputs.
 
-Sources live in ``notebooks/src/NN_name.py`` in the "percent" format (as jupytext writes it):
+Sources live in ``notebooks/src/NN_name.py`` in jupytext's "percent" format, read and written by
+jupytext itself:
 
     # %% [markdown]
     # # A title, written as Markdown behind "# "
     # %% tags=["nbval-ignore-output"]
-    print("a code cell; tags and other metadata are JSON after the marker")
+    print("a code cell; tags are the only cell metadata kept")
 
-A first line ``# notebook-metadata: {...}`` (JSON) is merged into the notebook's metadata.
-Placeholders stamped from ``[tool.course]`` in pyproject.toml: ``{{COLAB_BADGE}}``,
-``{{REPOSITORY_URL}}`` and ``{{PIP_SPEC}}``. Images referenced from Markdown as
-``![text](../images/file.png)`` are embedded as cell attachments, so they show on Colab and GitHub.
+An optional YAML header (``# ---`` / ``# jupyter:`` / ``#   accelerator: GPU`` / ``# ---``) adds notebook
+metadata. On top of jupytext, the build adds what is the course's own: placeholders stamped from
+``[tool.course]`` in pyproject.toml (``{{COLAB_BADGE}}``, ``{{REPOSITORY_URL}}``, ``{{PIP_SPEC}}``); Markdown
+split at headings so that each section opens a slide; images referenced as ``![text](../images/file.png)``
+embedded as cell attachments, so that they show on Colab and GitHub; stable cell ids; and, after a run,
+a static PNG twin under every interactive chart.
 
 Interactive Altair charts need JavaScript (and, by default, a CDN) to draw; GitHub's notebook viewer and
 an offline HTML export show nothing in their place. So after running, each chart output is followed by a
@@ -21,6 +24,7 @@ twin costs the regression check nothing; re-running the cell replaces both with 
     python notebooks/build.py --execute [01]   # ... then run them (CPU) and store the outputs
     python notebooks/build.py --check          # exit 1 if a notebook differs from its source
     python notebooks/build.py --twins          # redraw the static chart images of stored outputs
+    python notebooks/build.py --pull 06        # write notebooks/06_*.ipynb, edited in Jupyter, back to src/
 """
 
 from __future__ import annotations
@@ -30,20 +34,22 @@ import base64
 import hashlib
 import json
 import re
+import subprocess
 import sys
 import time
 import tomllib
 from pathlib import Path
 
+import jupytext
 import nbformat
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-MARKER = re.compile(r"^# %%(?: \[(markdown)\])?(.*)$")
-META = re.compile(r'(\w+)=(\[[^\]]*\]|\{.*?\}(?=\s+\w+=|$)|"[^"]*")')
 IMAGE = re.compile(r"!\[([^\]]*)\]\(\.\./images/([\w.-]+)\)")
 MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg"}
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+KEPT_CELL_METADATA = ("tags",)
+NOTEBOOK_METADATA = ("accelerator",)  # what a source's header may set (Colab opens a GPU runtime for "GPU")
 
 
 def course_config() -> dict:
@@ -59,37 +65,6 @@ def placeholders(name: str) -> dict[str, str]:
         "{{REPOSITORY_URL}}": f"https://github.com/{repo}",
         "{{PIP_SPEC}}": f"transformers-from-scratch @ git+https://github.com/{repo}@{branch}",
     }
-
-
-def parse(text: str) -> tuple[dict, list[tuple[str, dict, list[str]]]]:
-    """Percent-format text -> (notebook metadata, [(cell_type, metadata, lines)])."""
-    cells: list[tuple[str, dict, list[str]]] = []
-    notebook_meta: dict = {}
-    for line in text.splitlines():
-        if not cells and line.startswith("# notebook-metadata: "):
-            notebook_meta = json.loads(line.split(": ", 1)[1])
-            continue
-        m = MARKER.match(line)
-        if m:
-            meta = {key: json.loads(value) for key, value in META.findall(m.group(2))}
-            cells.append(("markdown" if m.group(1) else "code", meta, []))
-        elif cells:
-            cells[-1][2].append(line)
-        elif line.strip():
-            raise ValueError(f"text before the first '# %%' marker: {line!r}")
-    return notebook_meta, cells
-
-
-def markdown_source(lines: list[str]) -> str:
-    out = []
-    for line in lines:
-        if line.strip() == "":  # blank lines separate cells
-            out.append("")
-            continue
-        if line != "#" and not line.startswith("# "):
-            raise ValueError(f"a Markdown line must start with '# ': {line!r}")
-        out.append(line[2:])
-    return "\n".join(out).strip("\n")
 
 
 HEADING = re.compile(r"^(#{1,3}) ")
@@ -128,23 +103,25 @@ def embed_images(source: str) -> tuple[str, dict]:
 def build(src: Path) -> nbformat.NotebookNode:
     name = src.stem
     stamps = placeholders(name)
+    text = jupytext.read(src, fmt="py:percent")
     nb = nbformat.v4.new_notebook()
-    notebook_meta, cells = parse(src.read_text())
-    for kind, meta, lines in cells:
-        source = markdown_source(lines) if kind == "markdown" else "\n".join(lines).strip("\n")
+    for cell in text.cells:
+        source = cell.source
         for key, value in stamps.items():
             source = source.replace(key, value)
-        if kind == "markdown":
+        meta = {key: cell.metadata[key] for key in KEPT_CELL_METADATA if key in cell.metadata}
+        if cell.cell_type == "markdown":
             for piece, slide_type in split_sections(source):
                 piece, attachments = embed_images(piece)
-                cell = nbformat.v4.new_markdown_cell(piece, metadata={**meta, "slideshow": {"slide_type": slide_type}})
+                md = nbformat.v4.new_markdown_cell(piece, metadata={**meta, "slideshow": {"slide_type": slide_type}})
                 if attachments:
-                    cell.attachments = attachments
-                nb.cells.append(cell)
+                    md.attachments = attachments
+                nb.cells.append(md)
         else:
             nb.cells.append(nbformat.v4.new_code_cell(source, metadata=meta))
     for index, cell in enumerate(nb.cells):
         cell.id = hashlib.sha1(f"{name}-{index}".encode()).hexdigest()[:8]  # stable ids: quiet diffs
+    notebook_meta = {k: v for k, v in text.metadata.items() if k in NOTEBOOK_METADATA}
     nb.metadata = {
         "kernelspec": KERNELSPEC,
         "language_info": {"name": "python", "pygments_lexer": "ipython3"},
@@ -152,6 +129,37 @@ def build(src: Path) -> nbformat.NotebookNode:
         **notebook_meta,  # e.g. {"accelerator": "GPU"}: Colab then opens a GPU runtime
     }
     return nb
+
+
+ATTACHMENT = re.compile(r"!\[([^\]]*)\]\(attachment:([\w.-]+)\)")
+
+
+def pull(notebook: Path, src: Path) -> None:
+    """Write a notebook edited in Jupyter back to its source, through jupytext: outputs dropped, and what the
+    build adds undone (stamped placeholders, embedded images, Markdown split into one cell per slide)."""
+    nb = nbformat.read(notebook, as_version=4)
+    stamps = placeholders(src.stem)
+    cells: list[nbformat.NotebookNode] = []
+    for cell in nb.cells:
+        source = ATTACHMENT.sub(r"![\1](../images/\2)", cell.source)
+        for key, value in sorted(stamps.items(), key=lambda kv: -len(kv[1])):  # the longest first: they nest
+            source = source.replace(value, key)
+        meta = {key: cell.metadata[key] for key in KEPT_CELL_METADATA if key in cell.metadata}
+        if cell.cell_type == "markdown":
+            if cells and cells[-1].cell_type == "markdown" and not meta and not cells[-1].metadata:
+                cells[-1].source += "\n\n" + source  # one Markdown cell of the source, split into slides
+            else:
+                cells.append(nbformat.v4.new_markdown_cell(source, metadata=meta))
+        else:
+            cells.append(nbformat.v4.new_code_cell(source, metadata=meta))
+    extra = {key: nb.metadata[key] for key in NOTEBOOK_METADATA if key in nb.metadata}
+    jupytext_settings = {
+        "notebook_metadata_filter": ",".join(NOTEBOOK_METADATA) + ",-all",
+        "cell_metadata_filter": "tags,-all",
+    }
+    text = nbformat.v4.new_notebook(cells=cells, metadata={**extra, "jupytext": jupytext_settings})
+    jupytext.write(text, src, fmt="py:percent")
+    subprocess.run([sys.executable, "-m", "ruff", "format", "--quiet", str(src)], check=False)  # the sources' style
 
 
 def clean_outputs(nb: nbformat.NotebookNode) -> None:
@@ -191,7 +199,7 @@ def altair_spec(output: dict) -> dict | None:
 
 def add_static_twins(nb: nbformat.NotebookNode) -> int:
     """Put a PNG rendering after every Altair chart output; returns how many were added."""
-    import vl_convert
+    from course_utils._vega import to_png
 
     added = 0
     for cell in nb.cells:
@@ -205,15 +213,8 @@ def add_static_twins(nb: nbformat.NotebookNode) -> int:
             spec = altair_spec(output)
             if spec is None:
                 continue
-            major, minor = re.search(r"/v(\d+)\.(\d+)", spec["$schema"]).groups()
-            png = vl_convert.vegalite_to_png(spec, vl_version=f"v{major}_{minor}", scale=1.0)
-            outputs.append(
-                nbformat.v4.new_output(
-                    "display_data",
-                    data={"image/png": base64.b64encode(png).decode()},
-                    metadata={TWIN: True},
-                )
-            )
+            png = base64.b64encode(to_png(spec)).decode()
+            outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png}, metadata={TWIN: True}))
             added += 1
         cell.outputs = outputs
     return added
@@ -242,12 +243,17 @@ def main() -> int:
     parser.add_argument("--execute", action="store_true", help="run each notebook and store its outputs")
     parser.add_argument("--check", action="store_true", help="fail if a notebook differs from its source")
     parser.add_argument("--twins", action="store_true", help="only (re)draw the static twins of stored charts")
+    parser.add_argument("--pull", action="store_true", help="write notebooks edited in Jupyter back to their sources")
     args = parser.parse_args()
     sources = sorted((HERE / "src").glob("[0-9][0-9]_*.py"))
     sources = [s for s in sources if not args.only or any(s.stem.startswith(p) for p in args.only)]
     stale = []
     for src in sources:
         target = HERE / f"{src.stem}.ipynb"
+        if args.pull:
+            pull(target, src)
+            print(f"{target.name} -> src/{src.name}")
+            continue
         if args.twins:
             stored = nbformat.read(target, as_version=4)
             print(f"{target.name}: {add_static_twins(stored)} static chart images")

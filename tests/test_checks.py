@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils import (
-    causal_mask,
+from course_utils import causal_mask, padding_mask, scaled_dot_product_attention, sinusoidal_encoding
+from course_utils.checks import (
     check_causal_mask,
     check_cross_attention,
     check_feed_forward,
@@ -27,9 +27,6 @@ from course_utils import (
     check_target_mask,
     check_temperature,
     check_top_k,
-    padding_mask,
-    scaled_dot_product_attention,
-    sinusoidal_encoding,
 )
 
 
@@ -43,7 +40,7 @@ def rotation(k, d_model):
 
 
 def pre_norm(layer, x, mask):
-    x = x + layer.self_attn(*(layer.norm1(x),) * 3, mask)
+    x = x + layer.self_attn(*(layer.norm1(x),) * 3, mask)[0]
     return x + layer.feed_forward(layer.norm2(x))
 
 
@@ -88,7 +85,7 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
         (check_next_token_targets, lambda w: (w[:, :-1], w[:, 1:])),
         (check_temperature, lambda logits, t: (logits / t).softmax(-1)),
         (check_top_k, lambda logits, k: logits.masked_fill(logits < logits.topk(k).values[:, -1:], float("-inf"))),
-        (check_cross_attention, lambda attn, x, memory, mask: attn(x, memory, memory, mask)),
+        (check_cross_attention, lambda attn, x, memory, mask: attn(x, memory, memory, mask)[0]),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
 )
@@ -180,7 +177,7 @@ def test_feed_forward_without_relu_is_named(capsys):
 
 def test_post_norm_given_for_pre_norm_is_named(capsys):
     def post_norm(layer, x, mask):
-        x = layer.norm1(x + layer.self_attn(x, x, x, mask))
+        x = layer.norm1(x + layer.self_attn(x, x, x, mask)[0])
         return layer.norm2(x + layer.feed_forward(x))
 
     ok, out = verdict(check_pre_norm_layer, post_norm, capsys)
@@ -195,7 +192,7 @@ def test_target_mask_without_padding_is_named(capsys):
 
 
 def test_cross_attention_with_queries_from_the_encoder_is_named(capsys):
-    ok, out = verdict(check_cross_attention, lambda attn, x, memory, mask: attn(memory, x, x), capsys)
+    ok, out = verdict(check_cross_attention, lambda attn, x, memory, mask: attn(memory, x, x)[0], capsys)
     assert not ok and "queries must come from the decoder" in out
 
 

@@ -3,7 +3,8 @@ from datetime import date, timedelta
 import pytest
 import torch
 
-from course_utils import DATE_FORMATS, CharTokenizer, DateTask, encode_pairs, random_batches, reversal_pairs
+from course_utils import CharTokenizer, DateTask, encode_pairs, random_batches, reversal_pairs
+from course_utils.dates import DATE_FORMATS
 
 
 def test_tokenizer_round_trip_with_specials():

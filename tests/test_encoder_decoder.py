@@ -12,6 +12,7 @@ from course_utils import (
     EncoderLayer,
     causal_mask,
     padding_mask,
+    record_attention,
     target_mask,
 )
 
@@ -61,8 +62,9 @@ def test_decoder_layer_matches_torch_with_different_source_and_target_lengths(no
 def test_decoder_cross_attention_queries_come_from_the_decoder():
     layer = DecoderLayer(D, H, FF, dropout=0.0).eval()
     x, memory = torch.randn(1, 3, D), torch.randn(1, 8, D)
-    layer(x, memory)
-    assert layer.cross_attn.attn_weights.shape == (1, H, 3, 8)  # (B, h, T_q = target, T_k = source)
+    with record_attention(layer) as attention:
+        layer(x, memory)
+    assert attention["cross_attn"].shape == (1, H, 3, 8)  # (B, h, T_q = target, T_k = source)
 
 
 def test_decoder_self_attention_is_causal():

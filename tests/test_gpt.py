@@ -34,10 +34,10 @@ def test_cached_forward_equals_the_full_forward():
 def test_attention_with_a_cache_equals_causal_attention_over_everything():
     mha = MultiHeadAttention(16, 4).eval()
     x = torch.randn(2, 9, 16)
-    expected = mha(x, x, x, is_causal=True)
+    expected, _ = mha(x, x, x, is_causal=True)
     cache = KVCache()
-    first = mha(x[:, :5], x[:, :5], x[:, :5], is_causal=True, cache=cache)
-    second = mha(x[:, 5:], x[:, 5:], x[:, 5:], is_causal=True, cache=cache)  # 4 queries after 5 cached keys
+    first, _ = mha(x[:, :5], x[:, :5], x[:, :5], is_causal=True, cache=cache)
+    second, _ = mha(x[:, 5:], x[:, 5:], x[:, 5:], is_causal=True, cache=cache)  # 4 queries after 5 cached keys
     assert_close(torch.cat([first, second], dim=1), expected)
 
 

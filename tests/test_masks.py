@@ -11,7 +11,13 @@ def test_causal_mask_is_true_on_and_below_the_diagonal():
 
 
 def test_causal_mask_follows_the_device_argument():
-    assert causal_mask(3, device="cpu").device.type == "cpu"
+    # The meta device holds shapes without data: a mask built anywhere else would land on the CPU.
+    assert causal_mask(3, device="meta").device.type == "meta"
+    assert causal_mask(3, device=torch.device("meta")).shape == (3, 3)
+
+
+def test_target_mask_stays_on_the_device_of_its_tokens():
+    assert target_mask(torch.ones(2, 4, dtype=torch.long, device="meta"), pad_id=0).device.type == "meta"
 
 
 def test_padding_mask_is_true_at_real_tokens_with_broadcast_axes():

@@ -6,7 +6,7 @@ from conftest import no_empty_rows
 from torch import nn
 from torch.testing import assert_close
 
-from course_utils import MultiHeadAttention, causal_mask, fast_kernels, padding_mask
+from course_utils import KVCache, MultiHeadAttention, causal_mask, padding_mask, record_attention
 
 
 def pair(d_model=16, n_heads=4, bias=True):
@@ -25,19 +25,20 @@ def test_self_attention_and_per_head_weights_match_torch():
     theirs, ours = pair()
     x = torch.randn(2, 5, 16)
     expected, expected_weights = theirs(x, x, x, average_attn_weights=False)
-    assert_close(ours(x, x, x), expected)
-    assert ours.attn_weights.shape == (2, 4, 5, 5)
-    assert_close(ours.attn_weights, expected_weights)
+    out, weights = ours(x, x, x, need_weights=True)
+    assert_close(out, expected)
+    assert weights.shape == (2, 4, 5, 5)
+    assert_close(weights, expected_weights)
 
 
 def test_cross_attention_with_different_lengths_matches_torch():
     theirs, ours = pair()
     query, memory = torch.randn(2, 3, 16), torch.randn(2, 7, 16)  # T_q != T_k
     expected, expected_weights = theirs(query, memory, memory, average_attn_weights=False)
-    out = ours(query=query, key=memory, value=memory)
+    out, weights = ours(query=query, key=memory, value=memory, need_weights=True)
     assert out.shape == (2, 3, 16)
     assert_close(out, expected)
-    assert_close(ours.attn_weights, expected_weights)
+    assert_close(weights, expected_weights)
 
 
 def test_padding_mask_matches_torch_key_padding_mask():
@@ -45,38 +46,93 @@ def test_padding_mask_matches_torch_key_padding_mask():
     tokens = torch.tensor([[3, 4, 5, 0, 0], [6, 7, 0, 0, 0]])
     x = torch.randn(2, 5, 16)
     expected, _ = theirs(x, x, x, key_padding_mask=tokens == 0)  # torch: True = ignore
-    assert_close(ours(x, x, x, mask=padding_mask(tokens, 0)), expected)
-    assert torch.all(ours.attn_weights[:, :, :, 3:][tokens[:, None, None, 3:].expand(-1, 4, 5, -1) == 0] == 0)
+    for need_weights in (False, True):
+        out, weights = ours(x, x, x, mask=padding_mask(tokens, 0), need_weights=need_weights)
+        assert_close(out, expected)
+    assert torch.all(weights[:, :, :, 3:][tokens[:, None, None, 3:].expand(-1, 4, 5, -1) == 0] == 0)
 
 
 def test_causal_mask_matches_torch_inverted_attn_mask():
     theirs, ours = pair()
     x = torch.randn(2, 6, 16)
     expected, _ = theirs(x, x, x, attn_mask=~causal_mask(6))  # torch: True = blocked
-    assert_close(ours(x, x, x, mask=causal_mask(6)), expected)
-    assert_close(ours(x, x, x, is_causal=True), expected)
+    for need_weights in (False, True):
+        assert_close(ours(x, x, x, mask=causal_mask(6), need_weights=need_weights)[0], expected)
+        assert_close(ours(x, x, x, is_causal=True, need_weights=need_weights)[0], expected)
 
 
 def test_from_torch_without_bias():
     theirs, ours = pair(bias=False)
     x = torch.randn(1, 4, 16)
     assert ours.w_q.bias is None
-    assert_close(ours(x, x, x), theirs(x, x, x)[0])
+    assert_close(ours(x, x, x)[0], theirs(x, x, x)[0])
 
 
-def test_fused_path_matches_the_explicit_path_and_keeps_no_weights():
+def test_the_default_fused_path_computes_what_the_readable_path_computes_and_returns_no_weights():
     mha = MultiHeadAttention(16, 4).eval()
-    q, kv = torch.randn(2, 4, 16), torch.randn(2, 6, 16)
+    q, kv = torch.randn(2, 4, 16, requires_grad=True), torch.randn(2, 6, 16)
     mask = no_empty_rows(torch.rand(2, 1, 4, 6) > 0.4)
-    explicit = mha(q, kv, kv, mask)
-    with fast_kernels(mha):
-        fused = mha(q, kv, kv, mask)
-        assert mha.attn_weights is None
-        x = torch.randn(2, 5, 16)
-        fused_causal = mha(x, x, x, is_causal=True)
-    assert mha.need_weights  # restored
-    assert_close(fused, explicit)
-    assert_close(fused_causal, mha(x, x, x, mask=causal_mask(5)))
+    fused, no_weights = mha(q, kv, kv, mask)
+    readable, weights = mha(q, kv, kv, mask, need_weights=True)
+    assert no_weights is None and weights.shape == (2, 4, 4, 6)
+    assert_close(fused, readable)
+    (grad_fused,) = torch.autograd.grad(fused.sum(), q)
+    (grad_readable,) = torch.autograd.grad(readable.sum(), q)
+    assert_close(grad_fused, grad_readable)
+
+
+def test_each_causal_case_takes_its_own_branch_and_all_agree():
+    """Plain causal (fused triangle), causal with padding (explicit mask), and new queries after a cache."""
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 7, 16)
+    tokens = torch.tensor([[5, 6, 7, 8, 9, 0, 0], [5, 6, 7, 8, 9, 9, 9]])
+    full = causal_mask(7) & padding_mask(tokens, 0)
+    for need_weights in (False, True):
+        assert_close(mha(x, x, x, is_causal=True, need_weights=need_weights)[0], mha(x, x, x, causal_mask(7))[0])
+        padded = mha(x, x, x, padding_mask(tokens, 0), is_causal=True, need_weights=need_weights)[0]
+        assert_close(padded, mha(x, x, x, full, need_weights=True)[0])
+        cache = KVCache()
+        first = mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache, need_weights=need_weights)[0]
+        rest = mha(x[:, 4:], x[:, 4:], x[:, 4:], is_causal=True, cache=cache, need_weights=need_weights)[0]
+        assert_close(torch.cat([first, rest], dim=1), mha(x, x, x, is_causal=True)[0])
+
+
+def test_the_weights_returned_with_a_cache_are_aligned_to_the_end():
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(1, 6, 16)
+    cache = KVCache()
+    mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)
+    _, weights = mha(x[:, 4:], x[:, 4:], x[:, 4:], is_causal=True, cache=cache, need_weights=True)
+    assert weights.shape == (1, 4, 2, 6)
+    assert torch.all(weights[..., 0, 5] == 0) and torch.all(weights[..., 0, :5] > 0)  # position 4 sees 0..4
+    assert torch.all(weights[..., 1, :] > 0)  # position 5 sees everything
+
+
+def test_record_attention_asks_every_attention_module_for_its_weights_and_then_stops():
+    from course_utils import Transformer, target_mask
+
+    model = Transformer(11, 13, d_model=16, n_heads=4, n_layers=2, d_ff=32).eval()
+    src, tgt = torch.randint(3, 11, (2, 5)), torch.randint(3, 13, (2, 4))
+    args = (src, tgt, padding_mask(src, 0), target_mask(tgt, 0))
+    plain = model(*args)
+    with record_attention(model) as attention:
+        recorded = model(*args)
+    assert_close(recorded, plain)  # recording changes which kernel runs, not what it computes
+    assert sorted(attention) == sorted(
+        [f"encoder.layers.{i}.self_attn" for i in range(2)]
+        + [f"decoder.layers.{i}.{kind}" for i in range(2) for kind in ("self_attn", "cross_attn")]
+    )
+    assert attention["decoder.layers.1.cross_attn"].shape == (2, 4, 4, 5)  # (B, h, T_target, S_source)
+    assert_close(attention["decoder.layers.0.self_attn"].sum(-1), torch.ones(2, 4, 4))
+    model(*args)
+    assert len(attention) == 6  # nothing more recorded after the block
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_record_attention_refuses_a_model_without_attention():
+    with pytest.raises(ValueError, match="no MultiHeadAttention"):
+        with record_attention(nn.Linear(3, 3)):
+            pass
 
 
 def test_d_model_not_divisible_by_n_heads_says_what_to_change():

@@ -1,17 +1,26 @@
-"""The shipped weights: present, small, safe to load, trained by the notebooks' own recipes, and good."""
+"""The shipped weights: present, small, safe to load, trained with today's recipes, and good."""
 
 import fnmatch
-import json
 import re
 import tomllib
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 import torch
 
-from course_utils import GPT, PRETRAINED_RECIPES, DateTask, Transformer, estimate_loss, exact_match, load_pretrained
-from course_utils.pretrained import CHECKPOINTS
+from course_utils import (
+    DATE_TRANSFORMER,
+    GPT,
+    SHAKESPEARE_GPT_CPU,
+    DateTask,
+    Transformer,
+    estimate_loss,
+    exact_match,
+    load_pretrained,
+)
+from course_utils import pretrained as pretrained_module
+from course_utils.pretrained import CHECKPOINTS, PRETRAINED
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,44 +30,39 @@ def test_checkpoints_are_small_and_ship_in_the_wheel():
         "course_utils"
     ]
     sizes = {}
-    for name in PRETRAINED_RECIPES:
+    for name in PRETRAINED:
         path = CHECKPOINTS / f"{name}.pt"
-        assert path.exists(), f"run `python -m course_utils.build_checkpoints {name}`"
+        assert path.exists(), f"run `python tools/build_checkpoints.py {name}`"
         assert any(fnmatch.fnmatch(f"checkpoints/{path.name}", p) for p in patterns)
         sizes[name] = path.stat().st_size
     assert sum(sizes.values()) < 6_000_000, sizes
 
 
-@pytest.mark.parametrize("name", PRETRAINED_RECIPES)
-def test_checkpoints_hold_only_plain_data(name):
-    torch.load(CHECKPOINTS / f"{name}.pt", weights_only=True)  # raises on anything that could run code
+def test_the_chapters_recipes_are_the_shipped_ones():
+    assert PRETRAINED == {"date_transformer": DATE_TRANSFORMER, "shakespeare_gpt": SHAKESPEARE_GPT_CPU}
+
+
+@pytest.mark.parametrize("name", PRETRAINED)
+def test_checkpoints_hold_only_plain_data_and_the_recipe_they_were_trained_with(name):
+    saved = torch.load(CHECKPOINTS / f"{name}.pt", weights_only=True)  # raises on anything that could run code
+    assert saved["recipe"] == asdict(PRETRAINED[name]), f"stale weights: run `python tools/build_checkpoints.py {name}`"
     pretrained = load_pretrained(name)
-    _, recipe, config = PRETRAINED_RECIPES[name]
-    assert pretrained.recipe == recipe and pretrained.train_config == asdict(config)
-    assert len(pretrained.history.loss) == config.steps and pretrained.history.seconds > 0
+    assert pretrained.recipe == PRETRAINED[name]
+    assert len(pretrained.history.loss) == pretrained.recipe.training.steps and pretrained.history.seconds > 0
     assert name in pretrained.describe()
 
 
-def printed_outputs(notebook: str) -> str:
-    nb = json.loads((ROOT / "notebooks" / notebook).read_text())
-    return "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"])
-
-
-@pytest.mark.parametrize(
-    ("name", "notebook"), [("date_transformer", "06_transformer.ipynb"), ("shakespeare_gpt", "07_gpt.ipynb")]
-)
-def test_recipes_are_the_ones_the_notebooks_print(name, notebook):
-    """The notebook prints its recipe in a strictly compared cell; the shipped weights must come from it."""
-    printed = printed_outputs(notebook)
-    kind, recipe, config = PRETRAINED_RECIPES[name]
-    assert f"{kind}({', '.join(f'{k}={v!r}' for k, v in recipe.items())})" in printed
-    assert repr(config) in printed
+def test_weights_from_another_recipe_are_refused(monkeypatch):
+    changed = replace(DATE_TRANSFORMER, training=replace(DATE_TRANSFORMER.training, steps=999))
+    monkeypatch.setitem(pretrained_module.PRETRAINED, "date_transformer", changed)
+    with pytest.raises(ValueError, match=r"another recipe.*build_checkpoints\.py date_transformer"):
+        load_pretrained("date_transformer")
 
 
 def test_the_date_transformer_normalises_unseen_dates():
     pretrained = load_pretrained("date_transformer")
     task = DateTask(seed=0)
-    model = Transformer(task.src_tokenizer.vocab_size, task.tgt_tokenizer.vocab_size, **pretrained.recipe)
+    model = Transformer(task.src_tokenizer.vocab_size, task.tgt_tokenizer.vocab_size, **asdict(pretrained.recipe.model))
     model.load_state_dict(pretrained.state_dict)
     accuracy, _ = exact_match(model, task.pairs(300, "test", seed=5), task.src_tokenizer, task.tgt_tokenizer)
     assert accuracy >= 0.98
@@ -74,13 +78,14 @@ def test_the_gpt_writes_shakespeare_like_text():
         pytest.skip(f"Tiny Shakespeare unavailable: {error}")
     pretrained = load_pretrained("shakespeare_gpt")
     tokenizer = CharTokenizer(text, specials=False)
-    r = pretrained.recipe
-    model = GPT(tokenizer.vocab_size, r["block_size"], r["d_model"], r["n_heads"], r["n_layers"], bias=False)
+    model = GPT(tokenizer.vocab_size, **asdict(pretrained.recipe.model))
     model.load_state_dict(pretrained.state_dict)
     _, val_ids = split_ids(text, tokenizer)
-    assert estimate_loss(model, {"val": val_ids}, r["batch_size"], iters=10)["val"] < 2.2
+    assert estimate_loss(model, {"val": val_ids}, pretrained.recipe.training.batch_size, iters=10)["val"] < 2.1
     assert len(pretrained.samples) == len(pretrained.history.evals) >= 2
-    assert re.search(r"\n[A-Z][A-Za-z ]+:\n", pretrained.samples[-1]), "a speaker's name, as in a play"
+    prompt = torch.tensor([tokenizer.encode("\n")])
+    text = tokenizer.decode(model.generate(prompt, 600, 0.8, generator=torch.Generator().manual_seed(0))[0])
+    assert re.search(r"\n[A-Z][A-Za-z ]+:\n", text), f"no speaker's name, as in a play:\n{text}"
 
 
 def test_an_unknown_name_lists_the_known_ones():

@@ -133,8 +133,23 @@ def test_each_notebook_has_checked_exercises_with_hidden_solutions(path):
     nb = json.loads(path.read_text())
     code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    assert code.count("check_") >= 2 and markdown.count("<details>") >= 2
+    graded = re.findall(r"^check_\w+\(\w+\)", code, re.MULTILINE)  # a grader called on the student's function
+    assert len(graded) >= 2, f"{path.stem} grades {len(graded)} exercises"
+    assert markdown.count("<details>") >= len(graded), "every exercise needs its hidden solution"
+    assert "from course_utils.checks import" in code
     assert "set_seed(" in code and "get_device()" in code
+
+
+@pytest.mark.parametrize("src", sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py")), ids=lambda p: p.stem)
+def test_a_notebook_edited_in_jupyter_goes_back_to_its_source(src, tmp_path):
+    """`build.py --pull` undoes the build (placeholders, images, slides) and rebuilds to the same notebook."""
+    builder = load_builder()
+    built = builder.build(src)
+    nbformat.write(built, tmp_path / f"{src.stem}.ipynb")
+    builder.pull(tmp_path / f"{src.stem}.ipynb", tmp_path / src.name)
+    text = (tmp_path / src.name).read_text()
+    assert "{{PIP_SPEC}}" in text and "{{COLAB_BADGE}}" in text and "attachment:" not in text
+    assert builder.comparable(builder.build(tmp_path / src.name)) == builder.comparable(built)
 
 
 def test_every_image_the_notebooks_show_is_drawn_by_the_project(tmp_path):

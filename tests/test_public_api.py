@@ -8,20 +8,30 @@ from torch import nn
 import course_utils
 
 EXPECTED = {
-    "GPT", "GPTBlock", "KVCache", "TINY_SHAKESPEARE", "load_tiny_shakespeare", "random_windows", "split_ids",
-    "estimate_loss", "evaluation_curve", "check_next_token_targets", "check_temperature", "check_top_k",
-    "CharTokenizer", "DATE_FORMATS", "DateTask", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer",
-    "FeedForward", "History", "LayerNorm", "MultiHeadAttention", "PositionalEncoding", "TorchTransformer",
-    "TrainConfig", "Transformer", "attention_chart", "attention_grid", "attention_heatmap", "causal_mask",
-    "check_causal_mask", "check_label_smoothing", "check_layer_norm", "check_merge_heads",
-    "check_mha_parameter_count", "check_padding_mask", "check_position_shift", "check_feed_forward",
-    "check_pre_norm_layer", "check_cross_attention", "check_target_mask", "check_noam_lr",
-    "check_scaled_dot_product_attention", "check_shift_right", "check_sinusoidal_encoding", "check_split_heads",
-    "count_parameters", "encode_pairs", "exact_match", "fast_kernels", "get_device", "greedy_decode",
-    "loss_curve", "lr_factor", "make_optimizer", "noam_lr", "padding_mask", "positional_encoding_chart",
-    "positional_encoding_heatmap", "positional_waves", "random_batches", "reversal_pairs",
-    "scaled_dot_product_attention", "seq2seq_loss", "set_seed", "sinusoidal_encoding", "target_mask", "train", "train_step",
-    "use_offline_charts", "PRETRAINED_RECIPES", "Pretrained", "load_pretrained",
+    # 01-02 attention and masks
+    "scaled_dot_product_attention", "causal_mask", "padding_mask", "MultiHeadAttention", "record_attention",
+    # 03 positions
+    "sinusoidal_encoding", "PositionalEncoding",
+    # 04-05 layers and stacks
+    "LayerNorm", "FeedForward", "EncoderLayer", "Encoder", "DecoderLayer", "Decoder", "target_mask",
+    # 05-06 the full model, sequence to sequence, training
+    "Transformer", "TransformerConfig", "TorchTransformer", "seq2seq_loss", "greedy_decode", "exact_match",
+    "CharTokenizer", "encode_pairs", "random_batches", "reversal_pairs", "DateTask",
+    "TrainConfig", "History", "train", "noam_lr", "lr_factor", "Recipe", "DATE_TRANSFORMER", "load_pretrained",
+    # 07 the GPT
+    "GPT", "GPTBlock", "GPTConfig", "KVCache", "estimate_loss", "load_tiny_shakespeare", "split_ids",
+    "random_windows", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU",
+    # every chapter
+    "set_seed", "get_device", "count_parameters", "attention_heatmap", "attention_grid", "attention_chart",
+    "positional_encoding_heatmap", "positional_waves", "positional_encoding_chart", "loss_curve",
+    "evaluation_curve", "use_offline_charts",
+}  # fmt: skip
+GRADERS = {
+    "check_causal_mask", "check_cross_attention", "check_feed_forward", "check_label_smoothing", "check_layer_norm",
+    "check_merge_heads", "check_mha_parameter_count", "check_next_token_targets", "check_noam_lr",
+    "check_padding_mask", "check_position_shift", "check_pre_norm_layer", "check_scaled_dot_product_attention",
+    "check_shift_right", "check_sinusoidal_encoding", "check_split_heads", "check_target_mask", "check_temperature",
+    "check_top_k",
 }  # fmt: skip
 
 
@@ -30,11 +40,31 @@ def test_public_names_are_pinned():
     assert all(hasattr(course_utils, name) for name in EXPECTED)
 
 
+def test_the_graders_live_in_checks_and_only_there():
+    import course_utils.checks
+
+    assert set(course_utils.checks.__all__) == GRADERS | {"Verdict"}
+    assert all(callable(getattr(course_utils.checks, name)) for name in GRADERS)
+    assert not [name for name in dir(course_utils) if name.startswith("check_")]
+
+
+def test_only_graders_are_named_check():
+    """Input validators say `validate_`; a name starting with `check_` is always an exercise grader."""
+    import pkgutil
+
+    for info in pkgutil.walk_packages(course_utils.__path__, "course_utils."):
+        if info.name.startswith("course_utils.checks"):
+            continue
+        module = __import__(info.name, fromlist=["_"])
+        assert not [n for n in vars(module) if n.startswith("check_")], info.name
+
+
 def test_contract_signatures():
     sig = lambda f: list(inspect.signature(f).parameters)  # noqa: E731
     assert sig(course_utils.scaled_dot_product_attention)[:4] == ["query", "key", "value", "mask"]
     assert sig(course_utils.MultiHeadAttention)[:3] == ["d_model", "n_heads", "dropout"]
-    assert sig(course_utils.MultiHeadAttention.forward)[1:5] == ["query", "key", "value", "mask"]
+    assert sig(course_utils.MultiHeadAttention.forward)[1:6] == ["query", "key", "value", "mask", "need_weights"]
+    assert inspect.signature(course_utils.MultiHeadAttention.forward).parameters["need_weights"].default is False
     assert sig(course_utils.DecoderLayer.forward)[1:5] == ["x", "memory", "src_mask", "tgt_mask"]
     assert sig(course_utils.Transformer)[:8] == [
         "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "dropout", "max_len",
@@ -51,7 +81,7 @@ def test_every_public_module_builds_and_runs():
     ]  # fmt: skip
     for m in modules:
         assert isinstance(m, nn.Module)
-        out = m(x, x, x) if isinstance(m, course_utils.MultiHeadAttention) else m(x)
+        out = m(x, x, x)[0] if isinstance(m, course_utils.MultiHeadAttention) else m(x)
         assert out.shape == x.shape
     assert course_utils.DecoderLayer(8, 2, 16)(x, torch.randn(2, 3, 8)).shape == x.shape
     assert course_utils.Decoder(8, 2, 16, 2)(x, torch.randn(2, 3, 8)).shape == x.shape
@@ -65,6 +95,16 @@ def test_no_misspelled_names_ship():
     assert "casual" not in names
 
 
-def test_get_device_can_be_forced(monkeypatch):
+def test_get_device_prefers_a_gpu_unless_told_otherwise(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # pretend there is a GPU
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    assert course_utils.get_device() == torch.device("cuda")
     monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    assert course_utils.get_device() == torch.device("cpu")
+
+
+def test_get_device_falls_back_to_the_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
     assert course_utils.get_device() == torch.device("cpu")

@@ -85,9 +85,45 @@ def test_train_records_history_and_evaluations():
     history = train(
         model, random_batches(src, tgt, batch_size=8), lambda m, s, t: seq2seq_loss(m, s, t, 0),
         TrainConfig(steps=6, warmup_steps=2), progress=False,
-        eval_fn=lambda m: seen.append(m.training) or {"metric": 1.0}, eval_every=3,
+        eval_fn=lambda m: seen.append((m.training, torch.is_grad_enabled())) or {"metric": 1.0}, eval_every=3,
     )  # fmt: skip
     assert history.steps == list(range(1, 7)) and len(history.loss) == 6 and len(history.lr) == 6
-    assert [s for s, _ in history.evals] == [3, 6] and seen == [False, False]
+    assert [s for s, _ in history.evals] == [3, 6] and seen == [(False, False), (False, False)]
     assert len(history.eval_seconds) == 2 and 0 < history.eval_seconds[0] < history.eval_seconds[1] <= history.seconds
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_train_leaves_the_model_in_the_mode_it_found(training):
+    model = Transformer(10, 10, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.5).train(training)
+    modes = []
+
+    def loss_fn(m, s, t):
+        modes.append(m.training)  # dropout must be on while training
+        return seq2seq_loss(m, s, t, 0)
+
+    src, tgt = torch.randint(3, 10, (16, 5)), torch.randint(3, 10, (16, 4))
+    train(model, random_batches(src, tgt, batch_size=8), loss_fn, TrainConfig(steps=3), progress=False)
+    assert modes == [True] * 3
+    assert model.training == training and all(m.training == training for m in model.modules())
+
+
+def test_train_restores_the_mode_even_when_a_step_fails():
+    model = Transformer(10, 10, d_model=16, n_heads=2, n_layers=1, d_ff=32).eval()
+
+    def broken(m, s, t):
+        raise RuntimeError("a bug in the loss")
+
+    src, tgt = torch.randint(3, 10, (16, 5)), torch.randint(3, 10, (16, 4))
+    with pytest.raises(RuntimeError, match="a bug in the loss"):
+        train(model, random_batches(src, tgt, batch_size=8), broken, TrainConfig(steps=3), progress=False)
     assert not model.training
+
+
+def test_eval_mode_restores_the_mode_even_when_the_block_raises():
+    from course_utils.utils import eval_mode
+
+    model = torch.nn.Sequential(torch.nn.Dropout(0.5)).train()
+    with pytest.raises(ValueError), eval_mode(model):
+        assert not model.training and not model[0].training
+        raise ValueError
+    assert model.training and model[0].training

@@ -76,7 +76,8 @@ def default_renderer():
 
 def test_offline_charts_carry_their_javascript_and_draw_twice_in_one_page(weights, default_renderer):
     from course_utils import use_offline_charts
-    from course_utils.viz import OFFLINE_RENDERER, offline_html
+    from course_utils._vega import offline_html
+    from course_utils.viz import OFFLINE_RENDERER
 
     chart = attention_chart(weights[0], list("abcde"))
     online = chart._repr_mimebundle_()
@@ -101,16 +102,23 @@ def test_offline_charts_say_what_to_install_without_vl_convert(monkeypatch, defa
     import importlib.util
 
     from course_utils import use_offline_charts
-    from course_utils.viz import _vega_bundle
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vl_convert" else real(name, *a))
     monkeypatch.setitem(__import__("sys").modules, "vl_convert", None)
-    _vega_bundle.cache_clear()
     with pytest.raises(ImportError, match="pip install vl-convert-python"):
         use_offline_charts()
     assert alt.renderers.active == "default"
-    _vega_bundle.cache_clear()
+
+
+def test_the_vega_lite_version_is_read_from_the_spec_schema(weights):
+    from course_utils._vega import vl_version
+
+    spec = attention_chart(weights[0]).to_dict()
+    major, minor = alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]
+    assert vl_version(spec) == f"v{major}_{minor}"
+    with pytest.raises(ValueError, match="versioned"):
+        vl_version({"$schema": "https://example.org/schema.json"})
 
 
 def test_environment_variable_turns_offline_charts_on(weights, monkeypatch, default_renderer):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -12,7 +13,7 @@ class NotYet(Exception):
     """The student's answer differs from the reference; the message says how."""
 
 
-def call(fn: Callable, *args):
+def call(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except NotImplementedError:
@@ -23,7 +24,7 @@ def call(fn: Callable, *args):
         raise NotYet(f"{fn.__name__} raised {type(e).__name__}: {e}") from None
 
 
-def same(got, expected: Tensor, what: str, atol: float = 1e-5) -> None:
+def same(got: object, expected: Tensor, what: str, atol: float = 1e-5) -> None:
     if not isinstance(got, Tensor):
         raise NotYet(f"{what} should be a torch.Tensor; got {type(got).__name__}")
     if got.shape != expected.shape:
@@ -38,7 +39,7 @@ def same(got, expected: Tensor, what: str, atol: float = 1e-5) -> None:
         )
 
 
-def differs(got, reference: Tensor) -> bool:
+def differs(got: object, reference: Tensor) -> bool:
     return not (
         isinstance(got, Tensor)
         and got.shape == reference.shape

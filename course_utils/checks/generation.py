@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -12,7 +13,7 @@ from ._core import NotYet, Verdict, call, same, verdict
 __all__ = ["check_next_token_targets", "check_temperature", "check_top_k"]
 
 
-def check_next_token_targets(fn: Callable) -> Verdict:
+def check_next_token_targets(fn: Callable[..., Any]) -> Verdict:
     """``fn(window (B, T + 1))`` returns ``(x, y)``: inputs and next-token targets, each ``(B, T)``."""
 
     def run() -> str:
@@ -29,7 +30,7 @@ def check_next_token_targets(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_temperature(fn: Callable) -> Verdict:
+def check_temperature(fn: Callable[..., Any]) -> Verdict:
     """``fn(logits (B, V), temperature)`` returns the sampling probabilities softmax(logits / temperature)."""
 
     def run() -> str:
@@ -44,7 +45,7 @@ def check_temperature(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_top_k(fn: Callable) -> Verdict:
+def check_top_k(fn: Callable[..., Any]) -> Verdict:
     """``fn(logits (B, V), k)`` keeps the ``k`` largest logits of each row and sets the others to -inf."""
 
     def run() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -13,7 +14,7 @@ from ._core import NotYet, Verdict, call, differs, same, verdict
 __all__ = ["check_feed_forward", "check_layer_norm", "check_pre_norm_layer"]
 
 
-def check_layer_norm(fn: Callable) -> Verdict:
+def check_layer_norm(fn: Callable[..., Any]) -> Verdict:
     """``fn(x, weight, bias, eps)`` normalises over the last dimension, as ``F.layer_norm``."""
 
     def run() -> str:
@@ -35,7 +36,7 @@ def check_layer_norm(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_feed_forward(fn: Callable) -> Verdict:
+def check_feed_forward(fn: Callable[..., Any]) -> Verdict:
     """``fn(x, w_1, b_1, w_2, b_2)`` returns FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (weights as ``nn.Linear`` stores them)."""
 
     def run() -> str:
@@ -52,7 +53,7 @@ def check_feed_forward(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_pre_norm_layer(fn: Callable) -> Verdict:
+def check_pre_norm_layer(fn: Callable[..., Any]) -> Verdict:
     """``fn(layer, x, mask)`` computes a pre-norm encoder layer's forward from ``layer``'s submodules."""
 
     def run() -> str:
@@ -62,13 +63,13 @@ def check_pre_norm_layer(fn: Callable) -> Verdict:
         layer = EncoderLayer(16, 4, 32, dropout=0.0, norm_first=True).eval()
         with torch.no_grad():
             for norm in (layer.norm1, layer.norm2):
-                norm.weight.normal_()
-                norm.bias.normal_()
+                for parameter in norm.parameters():  # the scale and the shift
+                    parameter.normal_()
         x = torch.randn(2, 5, 16)
         mask = padding_mask(torch.tensor([[1, 2, 3, 0, 0], [1, 2, 3, 4, 5]]), 0)
         with torch.no_grad():
             got = call(fn, layer, x, mask)
-            attend = lambda h: layer.self_attn(h, h, h, mask)  # noqa: E731
+            attend = lambda h: layer.self_attn(h, h, h, mask)[0]  # noqa: E731
             post = layer.norm1(x + attend(x))
             post = layer.norm2(post + layer.feed_forward(post))
             if not differs(got, post):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -13,7 +14,7 @@ from ._core import NotYet, Verdict, call, same, verdict
 __all__ = ["check_causal_mask", "check_padding_mask", "check_target_mask"]
 
 
-def check_causal_mask(fn: Callable) -> Verdict:
+def check_causal_mask(fn: Callable[..., Any]) -> Verdict:
     """``fn(size)`` returns a bool ``(size, size)`` mask, True where position i may attend to j."""
 
     def run() -> str:
@@ -32,7 +33,7 @@ def check_causal_mask(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_padding_mask(fn: Callable) -> Verdict:
+def check_padding_mask(fn: Callable[..., Any]) -> Verdict:
     """``fn(tokens (B, T), pad_id)`` returns a bool ``(B, 1, 1, T)`` mask, True at real tokens."""
 
     def run() -> str:
@@ -48,7 +49,7 @@ def check_padding_mask(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_target_mask(fn: Callable) -> Verdict:
+def check_target_mask(fn: Callable[..., Any]) -> Verdict:
     """``fn(tgt (B, T), pad_id)`` returns the decoder's ``(B, 1, T, T)`` mask: causal and not padding."""
 
     def run() -> str:

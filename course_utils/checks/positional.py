@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -13,7 +14,7 @@ from ._core import NotYet, Verdict, call, differs, same, verdict
 __all__ = ["check_position_shift", "check_sinusoidal_encoding"]
 
 
-def check_sinusoidal_encoding(fn: Callable) -> Verdict:
+def check_sinusoidal_encoding(fn: Callable[..., Any]) -> Verdict:
     """``fn(max_len, d_model)`` returns the ``(max_len, d_model)`` sinusoidal table."""
 
     def run() -> str:
@@ -35,7 +36,7 @@ def check_sinusoidal_encoding(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_position_shift(fn: Callable) -> Verdict:
+def check_position_shift(fn: Callable[..., Any]) -> Verdict:
     """``fn(k, d_model)`` returns the ``(d_model, d_model)`` matrix M_k with M_k @ PE[p] = PE[p + k] for every p."""
 
     def run() -> str:

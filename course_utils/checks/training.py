@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -14,7 +15,7 @@ from ._core import NotYet, Verdict, call, same, verdict
 __all__ = ["check_label_smoothing", "check_noam_lr", "check_shift_right"]
 
 
-def check_shift_right(fn: Callable) -> Verdict:
+def check_shift_right(fn: Callable[..., Any]) -> Verdict:
     """``fn(tgt (B, T))`` returns ``(decoder_input, labels)`` for teacher forcing, each ``(B, T - 1)``."""
 
     def run() -> str:
@@ -31,7 +32,7 @@ def check_shift_right(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_label_smoothing(fn: Callable) -> Verdict:
+def check_label_smoothing(fn: Callable[..., Any]) -> Verdict:
     """``fn(logits (N, V), target (N,), smoothing)`` returns the mean label-smoothed cross-entropy."""
 
     def run() -> str:
@@ -49,7 +50,7 @@ def check_label_smoothing(fn: Callable) -> Verdict:
     return verdict(run)
 
 
-def check_noam_lr(fn: Callable) -> Verdict:
+def check_noam_lr(fn: Callable[..., Any]) -> Verdict:
     """``fn(step, d_model, warmup_steps)`` returns the paper's learning rate at ``step`` (counted from 1)."""
 
     def run() -> str:

@@ -44,14 +44,12 @@ from course_utils import (
     attention_chart,
     attention_heatmap,
     causal_mask,
-    check_causal_mask,
-    check_padding_mask,
-    check_scaled_dot_product_attention,
     get_device,
     padding_mask,
     scaled_dot_product_attention,
     set_seed,
 )
+from course_utils.checks import check_causal_mask, check_padding_mask, check_scaled_dot_product_attention
 
 set_seed(0)
 device = get_device()

@@ -39,16 +39,15 @@ from course_utils import (
     TrainConfig,
     attention_chart,
     attention_grid,
-    check_merge_heads,
-    check_mha_parameter_count,
-    check_split_heads,
     count_parameters,
     get_device,
     padding_mask,
+    record_attention,
     scaled_dot_product_attention,
     set_seed,
     train,
 )
+from course_utils.checks import check_merge_heads, check_mha_parameter_count, check_split_heads
 
 set_seed(0)
 device = get_device()
@@ -155,17 +154,20 @@ class MyMultiHeadAttention(nn.Module):
         q = self.w_q(query).view(B, T_q, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T_q, d_k)
         k = self.w_k(key).view(B, T_k, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T_k, d_k)
         v = self.w_v(value).view(B, T_k, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T_k, d_k)
-        out, self.attn_weights = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T_q, d_k)
+        out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T_q, d_k), (B, h, T_q, T_k)
         out = out.transpose(1, 2).reshape(B, T_q, d_model)  # (B, T_q, h * d_k)
-        return self.w_o(out)  # (B, T_q, d_model)
+        return self.w_o(out), weights  # (B, T_q, d_model), and the weights, as nn.MultiheadAttention returns
 
 
 # %% [markdown]
 # ### Equal to `course_utils` and to PyTorch
 #
 # `course_utils.MultiHeadAttention` has the same parameter names, so it can load our module's weights
-# directly. It adds input checks with clear messages, keeps the weights in `.attn_weights` for plotting,
-# and can switch to PyTorch's fused kernel for speed (chapter 06).
+# directly. It adds input checks with clear messages, and its call works like `nn.MultiheadAttention`'s: it
+# returns `(output, weights)`, where the weights are computed only when asked for with `need_weights=True`.
+# Otherwise it runs PyTorch's fused kernel `F.scaled_dot_product_attention`, which computes the same output
+# without ever storing the $T_q \times T_k$ weights: faster, and lighter on memory. Both paths are checked
+# below.
 #
 # PyTorch's `nn.MultiheadAttention` packs $W^Q, W^K, W^V$ into one `in_proj_weight` of shape
 # `(3 d_model, d_model)`; `MultiHeadAttention.from_torch` unpacks it. **Careful with masks:** PyTorch's
@@ -188,13 +190,21 @@ memory = torch.randn(B, 6, d_model)  # T_k = 6 source positions
 src = torch.tensor([[7, 8, 9, 4, 0, 0], [5, 6, 7, 8, 9, 3]])  # 0 = padding
 mask = padding_mask(src, 0)  # ours: True = may attend, (B, 1, 1, T_k)
 
-torch.testing.assert_close(mine(query, memory, memory, mask), course(query, memory, memory, mask))
+out, weights = mine(query, memory, memory, mask)  # (B, 3, d_model), (B, h, 3, 6)
+course_out, course_weights = course(query, memory, memory, mask, need_weights=True)  # the readable path
+fused_out, no_weights = course(query, memory, memory, mask)  # the default: the fused kernel, no weights
+torch.testing.assert_close(out, course_out)
+torch.testing.assert_close(weights, course_weights)
+torch.testing.assert_close(out, fused_out)
+assert no_weights is None
+
 expected, expected_weights = torch_mha(
     query, memory, memory, key_padding_mask=~mask[:, 0, 0], average_attn_weights=False
 )
-torch.testing.assert_close(mine_like_torch(query, memory, memory, mask), expected)
-torch.testing.assert_close(mine_like_torch.attn_weights, expected_weights)
-print("✓ MyMultiHeadAttention == course_utils.MultiHeadAttention == nn.MultiheadAttention (per-head weights too)")
+out, weights = mine_like_torch(query, memory, memory, mask)
+torch.testing.assert_close(out, expected)
+torch.testing.assert_close(weights, expected_weights)
+print("✓ MyMultiHeadAttention == course_utils.MultiHeadAttention (both paths) == nn.MultiheadAttention (weights too)")
 
 # %% [markdown]
 # From here on, later chapters use `course_utils.MultiHeadAttention`. Its checks turn the easy mistakes
@@ -258,7 +268,7 @@ class TwoJobModel(nn.Module):
 
     def forward(self, x):  # x: (B, T)
         h = self.positions(self.digit(x % 10) + self.is_marked((x >= 10).long()))  # (B, T, d_model)
-        h = self.attn(h, h, h)  # (B, T, d_model)
+        h, _ = self.attn(h, h, h)  # (B, T, d_model); the weights are not needed to train
         return self.read_previous(h), self.read_marked(h)  # two (B, T, 10) logits
 
 
@@ -301,18 +311,24 @@ history = train(model, batches(), loss_fn, config, device=device, desc="two-job 
 # %% [markdown]
 # Now measure on 1,000 fresh sequences: how accurate is the model, and where does each head look? For each
 # head we average its weight on the previous position, on the marked position, and on the token itself.
+#
+# The model's `forward` throws the weights away. To look inside any model, `record_attention(model)` asks every
+# `MultiHeadAttention` in it for its weights (`need_weights=True`) while the `with` block runs, and keeps them
+# under the module's name: here `"attn"`, because the module is `model.attn`.
 
 # %% tags=["nbval-ignore-output"]
+model.eval()  # evaluation from here on (this model has no dropout, but the habit matters)
 x, previous, marked, where = (t.to(device) for t in marker_batch(1000, torch.Generator().manual_seed(1234)))
-with torch.no_grad():
+with torch.no_grad(), record_attention(model) as attention:
     logits_previous, logits_marked = model(x)
+print({name: tuple(weights.shape) for name, weights in attention.items()}, "= (B, h, T, T)")
 seen = previous != -100
 accuracy_previous = (logits_previous.argmax(-1)[seen] == previous[seen]).float().mean().item()
 accuracy_marked = (logits_marked.argmax(-1) == marked).float().mean().item()
 print(f"accuracy: previous digit {accuracy_previous:.1%}, marked digit {accuracy_marked:.1%}")
 assert min(accuracy_previous, accuracy_marked) > 0.95, "the two-job model should solve both jobs"
 
-w = model.attn.attn_weights  # (1000, h, T, T)
+w = attention["attn"]  # (1000, h, T, T)
 t = torch.arange(1, T_TASK)
 on_previous = w[:, :, t, t - 1].mean(dim=(0, 2))  # (h,)
 on_marker = w[torch.arange(1000), :, :, where].mean(dim=(0, 2))  # (h,)
@@ -333,9 +349,10 @@ else:
 
 # %% tags=["nbval-ignore-output"]
 x1 = x[:1]  # one sequence: (1, T)
-with torch.no_grad():
+with torch.no_grad(), record_attention(model) as attention:
     model(x1)
-attention_grid(model.attn.attn_weights[0], labels(x1[0]), titles=["head 0", "head 1"], suptitle="Two heads, two jobs")
+one = attention["attn"][0]  # (h, T, T)
+attention_grid(one, labels(x1[0]), titles=["head 0", "head 1"], suptitle="Two heads, two jobs")
 
 # %% [markdown]
 # One head draws a diagonal just below the main one (each position looks one step back); the other draws a
@@ -343,7 +360,7 @@ attention_grid(model.attn.attn_weights[0], labels(x1[0]), titles=["head 0", "hea
 # in the menu and hover the cells.
 
 # %% tags=["nbval-ignore-output"]
-attention_chart(model.attn.attn_weights[0], labels(x1[0]), head_names=["head 0", "head 1"], title="Pick a head")
+attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Pick a head")
 
 # %% [markdown]
 # This is what "multi-head" buys: one head alone would have to split a single softmax between the two

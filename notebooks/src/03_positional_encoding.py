@@ -39,8 +39,6 @@ from torch import nn
 from course_utils import (
     MultiHeadAttention,
     PositionalEncoding,
-    check_position_shift,
-    check_sinusoidal_encoding,
     get_device,
     positional_encoding_chart,
     positional_encoding_heatmap,
@@ -48,6 +46,7 @@ from course_utils import (
     set_seed,
     sinusoidal_encoding,
 )
+from course_utils.checks import check_position_shift, check_sinusoidal_encoding
 
 set_seed(0)
 device = get_device()
@@ -66,8 +65,8 @@ attention = MultiHeadAttention(d_model=16, n_heads=4).eval()
 x = torch.randn(1, 6, 16)  # (B, T, d_model): six token vectors
 shuffle = torch.tensor([3, 0, 5, 1, 4, 2])  # a permutation of the six positions
 
-out = attention(x, x, x)
-out_of_shuffled = attention(x[:, shuffle], x[:, shuffle], x[:, shuffle])
+out, _ = attention(x, x, x)  # (output, weights): the output is what we compare
+out_of_shuffled, _ = attention(x[:, shuffle], x[:, shuffle], x[:, shuffle])
 torch.testing.assert_close(out_of_shuffled, out[:, shuffle])
 print("attention(shuffled tokens) == shuffled attention(tokens): order is invisible")
 
@@ -265,8 +264,9 @@ torch.testing.assert_close(out[0], my_sinusoidal_encoding(5, 16))
 # %%
 with_positions = positional(x)
 shuffled_with_positions = positional(x[:, shuffle])
-same = torch.allclose(attention(shuffled_with_positions, shuffled_with_positions, shuffled_with_positions),
-                      attention(with_positions, with_positions, with_positions)[:, shuffle], atol=1e-5)  # fmt: skip
+out, _ = attention(with_positions, with_positions, with_positions)
+out_of_shuffled, _ = attention(shuffled_with_positions, shuffled_with_positions, shuffled_with_positions)
+same = torch.allclose(out_of_shuffled, out[:, shuffle], atol=1e-5)
 print("still permutation-equivariant?", same)
 
 # %% [markdown]

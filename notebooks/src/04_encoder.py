@@ -45,16 +45,15 @@ from course_utils import (
     PositionalEncoding,
     TrainConfig,
     attention_grid,
-    check_feed_forward,
-    check_layer_norm,
-    check_pre_norm_layer,
     count_parameters,
     get_device,
     loss_curve,
     padding_mask,
+    record_attention,
     set_seed,
     train,
 )
+from course_utils.checks import check_feed_forward, check_layer_norm, check_pre_norm_layer
 
 set_seed(0)
 device = get_device()
@@ -232,10 +231,10 @@ class MyEncoderLayer(nn.Module):
     def forward(self, x, mask=None):  # x: (B, T, d_model); mask: (B, 1, 1, T), True = real token
         if self.norm_first:
             h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(h, h, h, mask))
+            x = x + self.dropout1(self.self_attn(h, h, h, mask)[0])  # [0]: the output; the weights are not needed
             x = x + self.dropout2(self.feed_forward(self.norm2(x)))
         else:
-            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)))
+            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)[0]))
             x = self.norm2(x + self.dropout2(self.feed_forward(x)))
         return x  # (B, T, d_model)
 
@@ -360,6 +359,7 @@ for name, (norm_first, warmup) in runs.items():
 # %% tags=["nbval-ignore-output"]
 test_x, test_y = (t.to(device) for t in sort_batch(1000, torch.Generator().manual_seed(99)))
 for name, model in sorters.items():
+    model.eval()  # train() leaves a model in the mode it found; evaluation wants eval mode
     with torch.no_grad():
         accuracy = (model(test_x).argmax(-1) == test_y).float().mean().item()
     print(f"{name:22}: final loss {sum(histories[name].loss[-10:]) / 10:.2f}, digits in the right place {accuracy:.0%}")
@@ -384,19 +384,19 @@ loss_curve(*histories.values(), labels=list(histories), title="Sorting digits wi
 # %% tags=["nbval-ignore-output"]
 sorter = sorters["pre-norm, no warm-up"]
 digits = test_x[:1]  # (1, T)
-with torch.no_grad():
+with torch.no_grad(), record_attention(sorter) as attention:  # every attention module's weights, by name
     prediction = sorter(digits).argmax(-1)
 print("input :", digits[0].tolist())
 print("output:", prediction[0].tolist())
 layers = (0, 5, 11)
-weights = torch.cat([sorter.encoder.layers[i].self_attn.attn_weights[0] for i in layers])  # (3 * h, T, T)
+weights = torch.cat([attention[f"encoder.layers.{i}.self_attn"][0] for i in layers])  # (3 * h, T, T)
 titles = [f"layer {i + 1}, head {h}" for i in layers for h in range(4)]
 attention_grid(
     weights, [str(d) for d in digits[0].tolist()], titles=titles, ncols=4, suptitle="Attention in the sorter"
 )
 
 # %% [markdown]
-# Each layer keeps its weights in `self_attn.attn_weights` after a forward pass. Early heads tend to spread
+# `record_attention` (chapter 02) kept every layer's weights under its module's name. Early heads tend to spread
 # attention broadly (gathering which digits exist); later heads concentrate on particular digits. Patterns
 # differ from run to run; what to take away is the tool: any layer and head can be inspected.
 #
@@ -482,7 +482,7 @@ check_pre_norm_layer(my_pre_norm_forward)
 # ```python
 # def my_pre_norm_forward(layer, x, mask):
 #     h = layer.norm1(x)
-#     x = x + layer.self_attn(h, h, h, mask)
+#     x = x + layer.self_attn(h, h, h, mask)[0]  # the output; the weights are not needed
 #     return x + layer.feed_forward(layer.norm2(x))
 # ```
 # </details>

@@ -46,9 +46,6 @@ from course_utils import (
     attention_chart,
     attention_grid,
     causal_mask,
-    check_cross_attention,
-    check_shift_right,
-    check_target_mask,
     count_parameters,
     encode_pairs,
     exact_match,
@@ -56,12 +53,14 @@ from course_utils import (
     greedy_decode,
     padding_mask,
     random_batches,
+    record_attention,
     reversal_pairs,
     seq2seq_loss,
     set_seed,
     target_mask,
     train,
 )
+from course_utils.checks import check_cross_attention, check_shift_right, check_target_mask
 
 set_seed(0)
 device = get_device()
@@ -128,9 +127,9 @@ for name, tgt_mask in (("with the causal mask", causal_mask(6)), ("without a mas
 cross = MultiHeadAttention(d_model=16, n_heads=4).eval()
 y, memory = torch.randn(2, 3, 16), torch.randn(2, 7, 16)  # T = 3 target positions, S = 7 source positions
 src = torch.tensor([[4, 5, 6, 7, 8, PAD, PAD], [4, 5, 6, 7, 8, 9, 3]])
-out = cross(query=y, key=memory, value=memory, mask=padding_mask(src, PAD))
+out, weights = cross(query=y, key=memory, value=memory, mask=padding_mask(src, PAD), need_weights=True)
 print("queries", tuple(y.shape), "keys/values", tuple(memory.shape), "-> output", tuple(out.shape))
-print("weights", tuple(cross.attn_weights.shape), "= (B, h, T_target, S_source)")
+print("weights", tuple(weights.shape), "= (B, h, T_target, S_source)")
 
 # %% [markdown]
 # ### The swapped bug
@@ -145,7 +144,8 @@ print("weights", tuple(cross.attn_weights.shape), "= (B, h, T_target, S_source)"
 # %%
 class SwappedDecoderLayer(DecoderLayer):
     def _cross_attention(self, x, memory, src_mask):  # the bug: queries from the encoder
-        return self.dropout2(self.cross_attn(query=memory, key=x, value=x))
+        out, _ = self.cross_attn(query=memory, key=x, value=x)
+        return self.dropout2(out)
 
 
 set_seed(0)
@@ -184,13 +184,13 @@ class MyDecoderLayer(nn.Module):
     def forward(self, x, memory, src_mask=None, tgt_mask=None):  # x: (B, T, d); memory: (B, S, d)
         if self.norm_first:
             h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(query=h, key=h, value=h, mask=tgt_mask))
+            x = x + self.dropout1(self.self_attn(query=h, key=h, value=h, mask=tgt_mask)[0])  # [0]: the output
             h = self.norm2(x)
-            x = x + self.dropout2(self.cross_attn(query=h, key=memory, value=memory, mask=src_mask))
+            x = x + self.dropout2(self.cross_attn(query=h, key=memory, value=memory, mask=src_mask)[0])
             x = x + self.dropout3(self.feed_forward(self.norm3(x)))
         else:
-            x = self.norm1(x + self.dropout1(self.self_attn(query=x, key=x, value=x, mask=tgt_mask)))
-            x = self.norm2(x + self.dropout2(self.cross_attn(query=x, key=memory, value=memory, mask=src_mask)))
+            x = self.norm1(x + self.dropout1(self.self_attn(query=x, key=x, value=x, mask=tgt_mask)[0]))
+            x = self.norm2(x + self.dropout2(self.cross_attn(query=x, key=memory, value=memory, mask=src_mask)[0]))
             x = self.norm3(x + self.dropout3(self.feed_forward(x)))
         return x  # (B, T, d_model)
 
@@ -319,9 +319,10 @@ print("greedy_decode ids:", out[0].tolist(), "=", tok.decode(out[0]))
 
 # %% tags=["nbval-ignore-output"]
 tgt = tok.encode_batch(["hgfedcba"], bos=True, eos=True).to(device)
-with torch.no_grad():
+reverser.eval()
+with torch.no_grad(), record_attention(reverser) as attention:
     reverser(src, tgt[:, :-1], padding_mask(src, tok.pad_id), target_mask(tgt[:, :-1], tok.pad_id))
-weights = reverser.decoder.layers[0].cross_attn.attn_weights[0]  # (h, T, S)
+weights = attention["decoder.layers.0.cross_attn"][0]  # (h, T, S)
 attention_grid(weights, tok.tokens(src[0]), tok.tokens(tgt[0, :-1]), suptitle="Cross-attention of the reverser")
 
 # %% [markdown]
@@ -399,7 +400,8 @@ check_shift_right(my_shift)
 # </details>
 #
 # **Exercise 3.** Use the multi-head attention module `attn` as **cross-attention**: `x` is the decoder's stream
-# `(B, T, d)`, `memory` the encoder's output `(B, S, d)`, `src_mask` the source padding mask.
+# `(B, T, d)`, `memory` the encoder's output `(B, S, d)`, `src_mask` the source padding mask. Return the
+# output `(B, T, d)` (remember that `attn` returns `(output, weights)`).
 
 
 # %%
@@ -415,7 +417,8 @@ check_cross_attention(my_cross_attention)
 #
 # ```python
 # def my_cross_attention(attn, x, memory, src_mask):
-#     return attn(query=x, key=memory, value=memory, mask=src_mask)
+#     out, _ = attn(query=x, key=memory, value=memory, mask=src_mask)
+#     return out
 # ```
 # </details>
 #
