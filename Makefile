@@ -11,6 +11,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# uv, if installed (`pip install uv`), creates environments and installs into them in seconds; pip otherwise.
+UV ?= $(shell command -v uv 2>/dev/null)
+new_venv = $(if $(UV),$(UV) venv -q --python $(PYTHON) $(1),$(PYTHON) -m venv $(1) && $(1)/bin/python -m pip install -q --upgrade pip)
+pip_install = $(if $(UV),$(UV) pip install -q --python $(1)/bin/python,$(1)/bin/python -m pip install -q)
 # Exact versions, so that committed outputs reproduce; `make lab CONSTRAINTS=` takes the newest releases instead.
 CONSTRAINTS ?= .ci/constraints.txt
 PIP_CONSTRAINTS := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
@@ -23,17 +27,16 @@ CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0 COURSE_PROG
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(call new_venv,$(VENV))
 
 $(VENV)/.installed: $(BIN)/python requirements.txt pyproject.toml $(CONSTRAINTS)
-	$(BIN)/python -m pip install $(PIP_CONSTRAINTS) -e ".[test]"
+	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test]"
 	@touch $@
 
 install: $(VENV)/.installed
 
 lab: install
-	$(BIN)/python -m pip install -q $(PIP_CONSTRAINTS) -e ".[test,lab]"
+	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,lab]"
 	$(BIN)/jupyter lab notebooks/01_attention.ipynb
 
 lint: install
@@ -60,18 +63,19 @@ notebooks: install
 # library versions (chart HTML, progress bars) are not compared; everything else is, strictly.
 COLAB_VENV := .venv-colab
 $(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.txt
-	$(PYTHON) -m venv $(COLAB_VENV)
-	$(COLAB_VENV)/bin/python -m pip install -q --upgrade pip
-	$(COLAB_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(COLAB_VENV)/bin/python -m pip install -c .ci/constraints-colab.txt -e ".[test]"
+	$(call new_venv,$(COLAB_VENV))
+	UV=$(UV) .ci/install-torch $(COLAB_VENV)/bin/python
+	$(call pip_install,$(COLAB_VENV)) -c .ci/constraints-colab.txt -e ".[test]"
 	@touch $@
 
+# The torch build is the same as in .venv, so the training chapters load the weights their recipes produced
+# (SKIP_TRAINING) instead of training again: every strictly compared output must still match.
 test-colab: $(COLAB_VENV)/.installed
-	$(CPU_ONLY) $(COLAB_VENV)/bin/python -m pytest notebooks $(NBVAL) -q
+	$(CPU_ONLY) COURSE_SKIP_TRAINING=1 $(COLAB_VENV)/bin/python -m pytest notebooks $(NBVAL) -q
 
 # Needs Chromium (Debian/Ubuntu: apt-get install chromium). Screenshots land in build/browser-check/.
 check-browser: install
-	$(BIN)/python -m pip install -q $(PIP_CONSTRAINTS) -e ".[test,lab]"
+	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,lab]"
 	$(BIN)/python tests/browser/check_offline.py
 
 benchmark: install
@@ -81,7 +85,7 @@ checkpoints: install
 	$(CPU_ONLY) $(BIN)/python tools/build_checkpoints.py
 
 constraints: install
-	$(BIN)/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' | grep -v '^-e' > $(CONSTRAINTS).new
+	$(if $(UV),$(UV) pip freeze --python $(BIN)/python,$(BIN)/python -m pip freeze) --exclude-editable | sed 's/+cpu$$//' | grep -v '^-e' > $(CONSTRAINTS).new
 	@echo "review and move $(CONSTRAINTS).new to $(CONSTRAINTS)"
 
 clean:

@@ -20,12 +20,13 @@ ModelConfig = TypeVar("ModelConfig", TransformerConfig, GPTConfig)
 
 @dataclass(frozen=True)
 class Recipe(Generic[ModelConfig]):
-    """A model's sizes (``model``), how to train it (``training``), and how often to evaluate (every
-    ``eval_every`` steps; 0: only at the end)."""
+    """A model's sizes (``model``), how to train it (``training``), and how to evaluate it: every
+    ``eval_every`` steps (0: only at the end), on ``eval_batches`` batches per data split."""
 
     model: ModelConfig
     training: TrainConfig
     eval_every: int = 0
+    eval_batches: int = 20
 
 
 # Chapter 06: date normalisation, at least 99% of unseen dates right after half a minute of training on a laptop

@@ -29,9 +29,9 @@ def test_a_small_transformer_learns_to_reverse_strings():
     tok = CharTokenizer("abcdefghij")
     src, tgt = encode_pairs(reversal_pairs(20000, length=6, seed=0), tok, tok)
     model = Transformer(
-        tok.vocab_size, tok.vocab_size, d_model=48, n_heads=4, n_layers=1, d_ff=96, dropout=0.0, max_len=16
+        tok.vocab_size, tok.vocab_size, d_model=32, n_heads=4, n_layers=1, d_ff=64, dropout=0.0, max_len=16
     )
-    config = TrainConfig(steps=400, batch_size=64, lr=3e-3, warmup_steps=40, schedule="cosine", label_smoothing=0.0)
+    config = TrainConfig(steps=250, batch_size=64, lr=5e-3, warmup_steps=40, schedule="cosine", label_smoothing=0.0)
     history = train(
         model,
         random_batches(src, tgt, batch_size=64),

@@ -90,7 +90,7 @@ def shakespeare_gpt() -> Path:
     samples = []
 
     def evaluate(model: GPT) -> dict[str, float]:
-        losses = estimate_loss(model, splits, recipe.training.batch_size, iters=40)
+        losses = estimate_loss(model, splits, recipe.training.batch_size, iters=recipe.eval_batches)
         out = model.generate(prompt, 200, temperature=0.8, generator=torch.Generator().manual_seed(0))
         samples.append(tokenizer.decode(out[0]))
         return losses

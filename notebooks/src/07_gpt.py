@@ -136,7 +136,7 @@ recipe = SHAKESPEARE_GPT_GPU if device.type == "cuda" and not SKIP_TRAINING else
 model_config, config = recipe.model, recipe.training
 print(model_config)
 print(config)
-print("evaluate every", recipe.eval_every, "steps")
+print(f"evaluate every {recipe.eval_every} steps, on {recipe.eval_batches} batches of each split")
 
 set_seed(0)
 model = GPT(tokenizer.vocab_size, **asdict(model_config)).to(device)
@@ -167,7 +167,7 @@ samples = []
 
 
 def evaluate(model):
-    losses = estimate_loss(model, splits, config.batch_size, iters=40)
+    losses = estimate_loss(model, splits, config.batch_size, iters=recipe.eval_batches)
     out = model.generate(prompt, 200, temperature=0.8, generator=torch.Generator(device=device).manual_seed(0))
     samples.append(tokenizer.decode(out[0]))
     return losses
