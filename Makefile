@@ -42,7 +42,7 @@ lab: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/basedpyright --pythonpath $(BIN)/python
+	$(BIN)/basedpyright --project pyproject.toml --pythonpath $(BIN)/python
 
 unit: install
 	$(BIN)/python -m pytest tests
