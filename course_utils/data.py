@@ -104,10 +104,8 @@ class CharTokenizer:
         """LongTensor ``(B, T_max)``, each row padded with ``<pad>`` on the right."""
         rows = [self.encode(t, bos, eos) for t in texts]
         width = max(map(len, rows), default=0)
-        out = torch.full((len(rows), width), self.pad_id if self.specials else 0, dtype=torch.long)
-        for r, ids in enumerate(rows):
-            out[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        return out
+        pad = self.pad_id if self.specials else 0
+        return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long).view(len(rows), width)
 
 
 def encode_pairs(

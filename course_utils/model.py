@@ -65,6 +65,7 @@ class Transformer(nn.Module):
         norm_first: bool = False,
     ) -> None:
         super().__init__()
+        self.config = TransformerConfig(d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first)
         self.d_model = d_model
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.src_embed = nn.Embedding(src_vocab_size, d_model)

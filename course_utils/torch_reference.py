@@ -1,16 +1,23 @@
-"""The course's ``Transformer`` with PyTorch's encoder and decoder inside, for side-by-side comparison.
+"""The course's ``Transformer`` with PyTorch's encoder and decoder layers inside: the same model, built from
+``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer``, for side-by-side comparison.
 
-Same embeddings, scaling, positional encoding, output projection and initialisation; only the
-encoder-decoder core is ``nn.Transformer``'s. It takes the course's masks (bool, True = may attend)
-and converts them, whole, to torch's convention (True = blocked) at this border.
+Same embeddings, scaling, positional encoding, output projection and initialisation, and the same stacks (a final
+LayerNorm only in pre-norm mode, as ours). It takes the course's masks (bool, True = may attend) and converts them
+at this border to torch's convention (True = blocked): a source padding mask to a key-padding mask, a target mask
+to a causal mask plus key padding, checked to be exactly that.
 
-Shape letters: B batch, S source length, T target length, h heads.
+Shape letters: B batch, S source length, T target length.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import asdict
+
+import torch
 from torch import Tensor, nn
 
+from .masks import causal_mask
 from .model import Transformer
 
 __all__ = ["TorchTransformer"]
@@ -27,17 +34,29 @@ def key_padding_mask(mask: Tensor | None) -> Tensor | None:
     return ~mask[:, 0, 0, :]
 
 
-def per_head_attn_mask(mask: Tensor | None, n_heads: int) -> Tensor | None:
-    """The course's ``(T, T)`` or ``(B, 1, T, T)`` mask -> torch's ``attn_mask`` ``(T, T)`` or ``(B * h, T, T)``,
-    True = blocked: every entry passes, padding and causality alike; nothing is inferred."""
+def causal_and_key_padding(mask: Tensor | None, T: int) -> tuple[Tensor | None, Tensor | None]:
+    """The course's target mask -> torch's ``(tgt_mask (T, T), tgt_key_padding_mask (B, T))``, True = blocked.
+
+    A target mask is ``causal_mask(T)`` ``(T, T)``, or ``target_mask(tgt, pad_id)`` ``(B, 1, T, T)``: causal *and*
+    not padding. The padding is the set of keys no query may see; the split is checked to rebuild the mask exactly,
+    so any other mask is refused rather than passed on wrong. (PyTorch then runs its fast causal path.)
+    """
     if mask is None:
-        return None
-    if mask.dim() == 2:
-        return ~mask
-    if mask.dim() != 4 or mask.size(1) != 1:
-        raise ValueError(f"a target mask must have shape (T, T) or (B, 1, T, T); got {tuple(mask.shape)}")
-    B, _, T_q, T_k = mask.shape
-    return (~mask).expand(B, n_heads, T_q, T_k).reshape(B * n_heads, T_q, T_k)  # torch's layout: batch-major
+        return None, None
+    causal = causal_mask(T, device=mask.device)
+    if mask.shape == (T, T):
+        padding, rebuilt = None, causal
+    elif mask.dim() == 4 and mask.shape[1:] == (1, T, T):
+        keep = mask[:, 0].any(dim=1)  # (B, T): keys that some query may see, i.e. not padding
+        padding, rebuilt = ~keep, causal & keep[:, None, None, :]  # (B, T), (B, 1, T, T)
+    else:
+        raise ValueError(f"a target mask must have shape ({T}, {T}) or (B, 1, {T}, {T}); got {tuple(mask.shape)}")
+    if not torch.equal(rebuilt, mask):
+        raise ValueError(
+            "TorchTransformer gives nn.TransformerDecoder a causal mask plus key padding; this target mask is "
+            "not of that form. Use causal_mask(T) or target_mask(tgt, pad_id)."
+        )
+    return ~causal, padding
 
 
 class TorchEncoder(nn.Module):
@@ -45,8 +64,6 @@ class TorchEncoder(nn.Module):
 
     def __init__(self, stack: nn.TransformerEncoder) -> None:
         super().__init__()
-        # The nested-tensor fast path (evaluation with padding) is a prototype that warns; the course does without.
-        stack.enable_nested_tensor = stack.use_nested_tensor = False
         self.stack = stack
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -57,33 +74,81 @@ class TorchEncoder(nn.Module):
 class TorchDecoder(nn.Module):
     """``nn.TransformerDecoder`` behind the course's ``Decoder`` interface: ``forward(x, memory, src_mask, tgt_mask)``."""
 
-    def __init__(self, stack: nn.TransformerDecoder, n_heads: int) -> None:
+    def __init__(self, stack: nn.TransformerDecoder) -> None:
         super().__init__()
-        self.stack, self.n_heads = stack, n_heads
+        self.stack = stack
 
     def forward(
         self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> Tensor:
+        causal, padding = causal_and_key_padding(tgt_mask, x.size(1))
         out: Tensor = self.stack(
             x,
             memory,
-            tgt_mask=per_head_attn_mask(tgt_mask, self.n_heads),
+            tgt_mask=causal,
+            tgt_is_causal=causal is not None,
+            tgt_key_padding_mask=padding,
             memory_key_padding_mask=key_padding_mask(src_mask),
         )
         return out
 
 
+# Our parameter names -> PyTorch's, in the order applied (see torch_state_dict).
+_RENAMES = [
+    (r"^(encoder|decoder)\.", r"\1.stack."),
+    (r"\.cross_attn\.", ".multihead_attn."),
+    (r"_attn\.w_o\.", "_attn.out_proj."),
+    (r"\.feed_forward\.w_1\.", ".linear1."),
+    (r"\.feed_forward\.w_2\.", ".linear2."),
+]
+_PROJECTION = re.compile(r"^(.*_attn)\.w_([qkv])\.(weight|bias)$")
+
+
+def torch_state_dict(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A ``Transformer``'s state dict, renamed and packed for ``TorchTransformer``: each attention's W^Q, W^K, W^V
+    ``(d_model, d_model)`` stacked into torch's ``in_proj_weight`` ``(3 d_model, d_model)`` (biases alike)."""
+    out: dict[str, Tensor] = {}
+    packed: dict[str, dict[str, Tensor]] = {}
+    for name, tensor in state.items():
+        for pattern, replacement in _RENAMES:
+            name = re.sub(pattern, replacement, name)
+        projection = _PROJECTION.match(name)
+        if projection:
+            attention, which, kind = projection.groups()
+            packed.setdefault(f"{attention}.in_proj_{kind}", {})[which] = tensor
+        else:
+            out[name] = tensor
+    for name, parts in packed.items():
+        out[name] = torch.cat([parts["q"], parts["k"], parts["v"]])  # torch's order: queries, keys, values
+    return out
+
+
 class TorchTransformer(Transformer):
-    """``course_utils.Transformer`` with ``nn.Transformer``'s encoder and decoder: the same constructor,
-    ``encode``/``decode``/``forward`` and masks (``padding_mask`` for the source; ``causal_mask`` or
-    ``target_mask`` for the target). Note that ``nn.Transformer`` ends both stacks with a final LayerNorm,
-    even in post-norm mode, hence a few more parameters.
+    """``course_utils.Transformer`` with ``nn.TransformerEncoder``/``nn.TransformerDecoder`` stacks inside: the same
+    constructor, ``encode``/``decode``/``forward`` and masks (``padding_mask`` for the source; ``causal_mask`` or
+    ``target_mask`` for the target), and the same function: ``from_course`` copies a trained ``Transformer``.
     """
 
     def build_stacks(
         self, d_model: int, n_heads: int, n_layers: int, d_ff: int, dropout: float, norm_first: bool
     ) -> tuple[nn.Module, nn.Module]:
-        core = nn.Transformer(
-            d_model, n_heads, n_layers, n_layers, d_ff, dropout, batch_first=True, norm_first=norm_first
+        encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout, batch_first=True, norm_first=norm_first),
+            n_layers,
+            norm=nn.LayerNorm(d_model) if norm_first else None,  # as ours: a final norm for pre-norm stacks only
+            enable_nested_tensor=False,  # a prototype fast path for padded evaluation, which warns
         )
-        return TorchEncoder(core.encoder), TorchDecoder(core.decoder, n_heads)
+        decoder = nn.TransformerDecoder(
+            nn.TransformerDecoderLayer(d_model, n_heads, d_ff, dropout, batch_first=True, norm_first=norm_first),
+            n_layers,
+            norm=nn.LayerNorm(d_model) if norm_first else None,
+        )
+        return TorchEncoder(encoder), TorchDecoder(decoder)
+
+    @classmethod
+    def from_course(cls, model: Transformer) -> TorchTransformer:
+        """The same model as ``model`` (sizes, mode and weights), built from PyTorch's layers."""
+        twin = cls(model.src_vocab_size, model.tgt_vocab_size, **asdict(model.config))
+        twin.load_state_dict(torch_state_dict(model.state_dict()))
+        reference = next(model.parameters())
+        return twin.to(device=reference.device, dtype=reference.dtype).train(model.training)

@@ -100,3 +100,31 @@ def test_bad_tokens_give_clear_errors():
         model.encode(torch.tensor([3, 4]))
     with pytest.raises(ValueError, match="max_len must be at least 1"):
         greedy_decode(model, torch.tensor([[3, 4]]), None, 0, BOS, EOS)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_torch_transformer_from_course_is_the_same_function_built_from_torch_layers(norm_first):
+    ours = small(norm_first=norm_first, dropout=0.0)
+    theirs = TorchTransformer.from_course(ours)
+    assert isinstance(theirs.encoder.stack.layers[0], torch.nn.TransformerEncoderLayer)
+    assert sum(p.numel() for p in theirs.parameters()) == sum(p.numel() for p in ours.parameters())
+    assert not theirs.training
+    src = torch.tensor([[5, 6, 7, PAD], [8, 9, 10, 11]])
+    tgt = torch.tensor([[BOS, 4, 5, PAD, PAD], [BOS, 6, 7, 8, 9]])
+    args = (src, tgt, padding_mask(src, PAD), target_mask(tgt, PAD))
+    real = tgt != PAD  # torch may leave padded query rows as it likes; they never reach the loss
+    assert_close(theirs(*args)[real], ours(*args)[real])
+    assert torch.equal(
+        greedy_decode(theirs, src, padding_mask(src, PAD), 6, BOS, EOS, PAD),
+        greedy_decode(ours, src, padding_mask(src, PAD), 6, BOS, EOS, PAD),
+    )
+
+
+def test_torch_transformer_refuses_a_target_mask_it_cannot_pass_on():
+    model = small(TorchTransformer)
+    src, tgt = torch.randint(3, 20, (1, 4)), torch.randint(3, 15, (1, 3))
+    bidirectional = torch.ones(1, 1, 3, 3, dtype=torch.bool)  # not causal: torch's decoder would get it wrong
+    with pytest.raises(ValueError, match="causal mask plus key padding"):
+        model(src, tgt, padding_mask(src, PAD), bidirectional)
+    with pytest.raises(ValueError, match=r"padding mask of shape \(B, 1, 1, S\)"):
+        model(src, tgt, torch.ones(1, 1, 3, 4, dtype=torch.bool), causal_mask(3))

@@ -287,7 +287,7 @@ print("marked  :", marked[0].tolist())
 
 # %% tags=["nbval-ignore-output"]
 set_seed(0)
-config = TrainConfig(steps=1500, batch_size=64, lr=1e-2, warmup_steps=50, schedule="cosine", label_smoothing=0.0)
+config = TrainConfig(steps=600, batch_size=64, lr=1e-2, warmup_steps=50, schedule="cosine", label_smoothing=0.0)
 print(config)
 model = TwoJobModel().to(device)
 data = torch.Generator().manual_seed(0)

@@ -284,7 +284,7 @@ set_seed(0)
 pairs = reversal_pairs(20000, length=8, seed=0)
 print("examples:", pairs[:3])
 src_ids, tgt_ids = encode_pairs(pairs, tok, tok)  # (N, 8), (N, 10)
-config = TrainConfig(steps=400, batch_size=64, lr=3e-3, warmup_steps=40, schedule="cosine", label_smoothing=0.0)
+config = TrainConfig(steps=250, batch_size=64, lr=5e-3, warmup_steps=40, schedule="cosine", label_smoothing=0.0)
 print(config)
 reverser = Transformer(
     tok.vocab_size, tok.vocab_size, d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0, max_len=16
