@@ -14,8 +14,10 @@ BIN := $(VENV)/bin
 # uv, if installed (`pip install uv`), creates environments and installs into them in seconds; pip otherwise.
 UV ?= $(shell command -v uv 2>/dev/null)
 new_venv = $(if $(UV),$(UV) venv -q --python $(PYTHON) $(1),$(PYTHON) -m venv $(1) && $(1)/bin/python -m pip install -q --upgrade pip)
-# --compile-bytecode: as pip does. Without .pyc files every kernel would compile torch's sources again at import.
-pip_install = $(if $(UV),$(UV) pip install -q --compile-bytecode --python $(1)/bin/python,$(1)/bin/python -m pip install -q)
+pip_install = $(if $(UV),$(UV) pip install -q --python $(1)/bin/python,$(1)/bin/python -m pip install -q)
+# uv, unlike pip, installs no .pyc files; Python writes them at first import (only for the modules used), unless
+# this is set, and then every kernel would compile torch's sources again.
+unexport PYTHONDONTWRITEBYTECODE
 # Exact versions, so that committed outputs reproduce; `make lab CONSTRAINTS=` takes the newest releases instead.
 CONSTRAINTS ?= .ci/constraints.txt
 PIP_CONSTRAINTS := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))

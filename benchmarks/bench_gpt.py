@@ -2,8 +2,8 @@
 optionally the time to a validation loss.
 
 Presets are the recipes notebook 07 trains (``course_utils.recipes``): ``cpu`` = ``SHAKESPEARE_GPT_CPU``
-(4 layers, 4 heads, 128 dims, context 64, batch 12) and ``gpu`` = ``SHAKESPEARE_GPT_GPU`` (6 layers, 6 heads,
-384 dims, context 256, batch 64, dropout 0.2; 10.65 M parameters).
+(3 layers, 4 heads, 128 dims, context 64, batch 12; ``--n-layers 4`` gives nanoGPT's CPU size) and ``gpu`` =
+``SHAKESPEARE_GPT_GPU`` (6 layers, 6 heads, 384 dims, context 256, batch 64, dropout 0.2; 10.65 M parameters).
 
 1. Step time: the course's ``GPT`` and ``ReferenceGPT`` (nanoGPT's architecture, ``nanogpt_reference.py``), the
    same sizes and initialisation, take the same batches in alternation in a plain loop: forward, loss, backward,
@@ -63,12 +63,17 @@ def main() -> None:
     parser.add_argument("--to-loss", type=float, default=None, help="then train until validation loss <= this")
     parser.add_argument("--max-steps", type=int, default=None, help="give up after this many steps (default: recipe)")
     parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument(
+        "--n-layers", type=int, default=None, help="override the preset's depth (nanoGPT's CPU size: 4)"
+    )
     args = parser.parse_args()
 
     device = torch.device(args.device) if args.device else get_device()
     preset = args.preset or ("gpu" if device.type == "cuda" else "cpu")
     recipe = PRESETS[preset]
     sizes, config = recipe.model, recipe.training
+    if args.n_layers:
+        sizes = replace(sizes, n_layers=args.n_layers)
     if args.max_steps:
         config = replace(config, steps=args.max_steps)
     text = load_tiny_shakespeare()

@@ -123,8 +123,8 @@ print("target y:", repr(tokenizer.decode(y[0])), " (x shifted by one)")
 #
 # The model sizes and training settings of nanoGPT's Shakespeare example, kept once in `course_utils.recipes`:
 # on a GPU, `SHAKESPEARE_GPT_GPU`, the full model (6 layers, 6 heads, 384 dimensions, 256 characters of context,
-# dropout 0.2, batches of 64); on a CPU, `SHAKESPEARE_GPT_CPU`, its small variant (4 layers, 4 heads,
-# 128 dimensions, 64 characters of context, batches of 12), trained for about a minute. Both use AdamW with
+# dropout 0.2, batches of 64); on a CPU, `SHAKESPEARE_GPT_CPU`, a small variant (3 layers, 4 heads,
+# 128 dimensions, 64 characters of context, batches of 12), trained for under a minute. Both use AdamW with
 # weight decay 0.1 and a learning rate warmed up, then decayed along a cosine to a tenth of its peak: nanoGPT's
 # peak of $10^{-3}$ on the GPU; on the CPU $4 \times 10^{-3}$, which so small a model tolerates and which gets
 # it further in a minute (`benchmarks/README.md` lists the rates tried). Each recipe is the model's sizes
