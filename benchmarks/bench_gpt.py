@@ -107,6 +107,8 @@ def main() -> None:
 
     start = time.perf_counter()
     seconds = alternated_step_times({k: stepper(k) for k in models}, device, args.steps, args.warmup)
+    print(sizes)
+    print(config)
     print(f"{n_params:,} parameters, batch {config.batch_size} x {sizes.block_size} on {device} ({machine(device)})")
     tokens = config.batch_size * sizes.block_size
     for kind, s in seconds.items():

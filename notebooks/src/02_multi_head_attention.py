@@ -156,18 +156,19 @@ class MyMultiHeadAttention(nn.Module):
         v = self.w_v(value).view(B, T_k, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T_k, d_k)
         out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T_q, d_k), (B, h, T_q, T_k)
         out = out.transpose(1, 2).reshape(B, T_q, d_model)  # (B, T_q, h * d_k)
-        return self.w_o(out), weights  # (B, T_q, d_model), and the weights, as nn.MultiheadAttention returns
+        return self.w_o(out), weights  # (B, T_q, d_model) and per-head weights, the pair nn.MultiheadAttention returns
 
 
 # %% [markdown]
 # ### Equal to `course_utils` and to PyTorch
 #
 # `course_utils.MultiHeadAttention` has the same parameter names, so it can load our module's weights
-# directly. It adds input checks with clear messages, and its call works like `nn.MultiheadAttention`'s: it
-# returns `(output, weights)`, where the weights are computed only when asked for with `need_weights=True`.
-# Otherwise it runs PyTorch's fused kernel `F.scaled_dot_product_attention`, which computes the same output
-# without ever storing the $T_q \times T_k$ weights: faster, and lighter on memory. Both paths are checked
-# below.
+# directly. It adds input checks with clear messages, and like `nn.MultiheadAttention` it returns a pair
+# `(output, weights)`. Unlike PyTorch's module, which computes the weights by default (averaged over the heads
+# unless told `average_attn_weights=False`), ours computes them only when asked for with `need_weights=True`, per
+# head, and returns `None` otherwise. Then it runs PyTorch's fused kernel `F.scaled_dot_product_attention`, which
+# computes the same output without ever storing the $T_q \times T_k$ weights: faster, and lighter on memory. Both
+# paths are checked below.
 #
 # PyTorch's `nn.MultiheadAttention` packs $W^Q, W^K, W^V$ into one `in_proj_weight` of shape
 # `(3 d_model, d_model)`; `MultiHeadAttention.from_torch` unpacks it. **Careful with masks:** PyTorch's
@@ -313,8 +314,8 @@ history = train(model, batches(), loss_fn, config, device=device, desc="two-job 
 # head we average its weight on the previous position, on the marked position, and on the token itself.
 #
 # The model's `forward` throws the weights away. To look inside any model, `record_attention(model)` asks every
-# `MultiHeadAttention` in it for its weights (`need_weights=True`) while the `with` block runs, and keeps them
-# under the module's name: here `"attn"`, because the module is `model.attn`.
+# `MultiHeadAttention` in it for its weights (`need_weights=True`) while the `with` block runs, and keeps those of
+# each module's latest call under the module's name: here `"attn"`, because the module is `model.attn`.
 
 # %% tags=["nbval-ignore-output"]
 model.eval()  # evaluation from here on (this model has no dropout, but the habit matters)

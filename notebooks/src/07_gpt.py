@@ -123,7 +123,7 @@ print("target y:", repr(tokenizer.decode(y[0])), " (x shifted by one)")
 #
 # The model sizes and training settings of nanoGPT's Shakespeare example, kept once in `course_utils.recipes`:
 # on a GPU, `SHAKESPEARE_GPT_GPU`, the full model (6 layers, 6 heads, 384 dimensions, 256 characters of context,
-# dropout 0.2, batches of 64); on a CPU, `SHAKESPEARE_GPT_CPU`, a small variant (3 layers, 4 heads,
+# dropout 0.2, batches of 64), trained for 2,500 steps (nanoGPT runs 5,000); on a CPU, `SHAKESPEARE_GPT_CPU`, a small variant (3 layers, 4 heads,
 # 128 dimensions, 64 characters of context, batches of 12), trained for under a minute. Both use AdamW with
 # weight decay 0.1 and a learning rate warmed up, then decayed along a cosine to a tenth of its peak: nanoGPT's
 # peak of $10^{-3}$ on the GPU; on the CPU $4 \times 10^{-3}$, which so small a model tolerates and which gets
@@ -211,7 +211,7 @@ evaluation_curve(history, title="Tiny Shakespeare: training and validation loss"
 #
 # ## 6. Samples during training
 #
-# The same prompt, the same random seed, at each evaluation. Watch spelling, then words, then the shape of a
+# The same prompt, the same random seed, at the first, a middle and the last evaluation. Watch spelling, then words, then the shape of a
 # play (names in capitals followed by a colon, lines of verse) appear:
 
 # %% tags=["nbval-ignore-output"]
@@ -264,7 +264,7 @@ for temperature, top_k in ((0.2, None), (0.8, None), (1.5, None), (1.5, 5)):
 # it attends to. The causal mask makes every map lower-triangular.
 
 # %% tags=["nbval-ignore-output"]
-line = "HAMLET:\nTo be, or not to be: that"  # 28 characters
+line = "HAMLET:\nTo be, or not to be: that"  # 33 characters
 ids = torch.tensor([tokenizer.encode(line)], device=device)
 with torch.no_grad(), record_attention(model) as attention:
     model(ids)
