@@ -6,6 +6,7 @@ build (a static PNG twin after every chart).
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -13,7 +14,7 @@ import uuid
 from types import ModuleType
 from typing import Any
 
-__all__ = ["offline_html", "to_png", "vl_convert", "vl_version"]
+__all__ = ["offline_html", "static_png", "to_png", "vl_convert", "vl_version"]
 
 
 def vl_convert() -> ModuleType:
@@ -60,3 +61,39 @@ def to_png(spec: dict[str, Any], scale: float = 1.0) -> bytes:
     """The chart as a PNG image, rendered offline (byte-identical across runs)."""
     png: bytes = vl_convert().vegalite_to_png(spec, vl_version=vl_version(spec), scale=scale)
     return png
+
+
+def static_png(spec: dict[str, Any], max_width: int = 1000) -> bytes:
+    """A static image of an interactive chart that shows everything the chart can show: when a dropdown picks
+    what is drawn (a head, a layer), one panel per choice, titled with it, in a grid at most ``max_width`` pixels
+    wide (as many columns as fit); else the chart itself. A title's "(pick ...)" hint is dropped: no menu here."""
+    picks = [p for p in spec.get("params", []) if p.get("bind", {}).get("input") == "select"]
+    if not picks:
+        return to_png(spec)
+    if len(picks) > 1:
+        raise ValueError("a static image can show every choice of one dropdown, not of several")
+    import io
+
+    from PIL import Image
+
+    pick = picks[0]
+    options = pick["bind"]["options"]
+    labels = pick["bind"].get("labels") or [str(o) for o in options]
+    title = spec.get("title", "")
+    title = title.get("text", "") if isinstance(title, dict) else title
+    title = re.sub(r"\s*\([^()]*\bpick\b[^()]*\)", "", str(title))
+    panels = []
+    for option, label in zip(options, labels):
+        one = copy.deepcopy(spec)
+        next(p for p in one["params"] if p["name"] == pick["name"])["value"] = option
+        one["title"] = f"{title}: {label}" if title else str(label)
+        panels.append(Image.open(io.BytesIO(to_png(one))).convert("RGB"))
+    width, height = max(p.width for p in panels), max(p.height for p in panels)
+    columns = max(1, min(len(panels), max_width // width))
+    rows = -(-len(panels) // columns)
+    grid = Image.new("RGB", (width * columns, height * rows), "white")
+    for i, panel in enumerate(panels):
+        grid.paste(panel, ((i % columns) * width, (i // columns) * height))
+    out = io.BytesIO()
+    grid.save(out, format="PNG", optimize=True)
+    return out.getvalue()

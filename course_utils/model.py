@@ -48,8 +48,9 @@ class Transformer(nn.Module):
     from N(0, 1/d_model), so that after that multiplication each component has standard deviation
     1, on the scale of the sinusoids in [-1, 1]. With ``nn.Embedding``'s default N(0, 1), the scaled
     embedding would have standard deviation sqrt(d_model) (about 22.6 for d_model = 512) and drown
-    the positional signal, and the model then learns word order badly. Every other matrix gets
-    Xavier-uniform initialisation, as in ``nn.Transformer``.
+    the positional signal. Every other matrix gets Xavier-uniform initialisation, as in ``nn.Transformer``,
+    except the output projection: it starts near zero (standard deviation 0.02, as in GPT-2), so that
+    an untrained model gives every token about the same probability and its first loss is about ln V.
     """
 
     def __init__(
@@ -90,6 +91,8 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
         for embedding in (self.src_embed, self.tgt_embed):
             nn.init.normal_(embedding.weight, mean=0.0, std=self.d_model**-0.5)
+        nn.init.normal_(self.generator.weight, mean=0.0, std=0.02)
+        nn.init.zeros_(self.generator.bias)
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Source ids ``(B, S)`` -> memory ``(B, S, d_model)``."""

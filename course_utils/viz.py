@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,10 @@ __all__ = [
 ]  # fmt: skip
 
 OFFLINE_RENDERER = "course-offline"
+# One diverging map for encodings, the same in matplotlib and Altair: -1 blue, 0 white, +1 red (ColorBrewer's
+# RdBu, reversed in both libraries). Attention weights use viridis: sequential and colour-blind safe.
+PE_COLORMAP = "RdBu_r"
+PE_SCHEME = "redblue"
 
 
 def _array(x: Matrix, dims: tuple[int, ...], name: str) -> np.ndarray:
@@ -99,19 +103,19 @@ def _labels(labels: Sequence[str] | None, n: int, axis: str) -> list[str]:
 
 
 def _draw_heatmap(
-    ax: Axes, w: np.ndarray, keys: list[str], queries: list[str], title: str | None, annotate: bool
+    ax: Axes, w: np.ndarray, keys: list[str], queries: list[str], title: str | None, annotate: bool, vmax: float
 ) -> AxesImage:
-    image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto")
+    image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(keys)), keys, rotation=90 if max(map(len, keys), default=0) > 2 else 0)
     ax.set_yticks(range(len(queries)), queries)
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query (attending)")
+    ax.set_xlabel("key (attended to) →")
+    ax.set_ylabel("← query (attending)")
     if title:
         ax.set_title(title)
     if annotate:
         for (i, j), value in np.ndenumerate(w):
             ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
-                    color="black" if value > 0.6 * w.max() else "white")  # fmt: skip
+                    color="black" if value > 0.6 * vmax else "white")  # fmt: skip
     return image
 
 
@@ -128,35 +132,58 @@ def attention_heatmap(
     keys = _labels(keys, w.shape[1], "key")
     queries = keys if queries is None and w.shape[0] == w.shape[1] else _labels(queries, w.shape[0], "query")
     fig, ax = plt.subplots(figsize=(1.2 + 0.42 * len(keys), 0.9 + 0.38 * len(queries)), layout="constrained")
-    image = _draw_heatmap(ax, w, keys, queries, title, max(w.shape) <= 12 if annotate is None else annotate)
-    fig.colorbar(image, ax=ax, shrink=0.8, label="weight")
+    written = max(w.shape) <= 12 if annotate is None else annotate
+    image = _draw_heatmap(ax, w, keys, queries, title, written, vmax=max(1e-9, float(w.max())))
+    fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
     plt.close(fig)  # returned, not shown twice
     return fig
+
+
+GRID_MAX_WIDTH = 12.0  # inches: wider figures are shrunk to the notebook's width, and their labels with them
 
 
 def attention_grid(
     weights: Matrix, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
     *, titles: Sequence[str] | None = None, ncols: int = 4, suptitle: str | None = None,
+    per_panel_scale: bool = False,
 ) -> Figure:  # fmt: skip
-    """One heatmap per head (or per layer): ``weights`` of shape ``(n, T_q, T_k)``."""
+    """One heatmap per head (or per layer): ``weights`` of shape ``(n, T_q, T_k)``.
+
+    All panels share one colour scale, from 0 to the largest weight of any panel, shown by one colour bar: a
+    diffuse head looks pale next to a focused one. ``per_panel_scale=True`` scales each panel to its own
+    maximum instead (each gets its own colour bar, and its title says so). Panels keep a legible size: with
+    long sequences the grid has fewer columns than ``ncols``, and more rows.
+    """
     w = _array(weights, (3,), "weights")
     n = w.shape[0]
     keys = _labels(keys, w.shape[2], "key")
     queries = keys if queries is None and w.shape[1] == w.shape[2] else _labels(queries, w.shape[1], "query")
-    titles = [f"head {i}" for i in range(n)] if titles is None else list(titles)
-    ncols = min(ncols, n)
+    titles = [f"head {i}" for i in range(n)] if titles is None else _labels(titles, n, "title")
+    panel = (1.0 + 0.22 * len(keys), 0.9 + 0.22 * len(queries))  # about 0.22 inch a token: labels stay readable
+    ncols = max(1, min(ncols, n, int(GRID_MAX_WIDTH // panel[0])))
     nrows = -(-n // ncols)
-    size = (0.6 + 0.3 * len(keys), 0.8 + 0.28 * len(queries))
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), layout="constrained", squeeze=False
+        nrows, ncols, figsize=(panel[0] * ncols + 0.8, panel[1] * nrows + 0.4), layout="constrained", squeeze=False
     )
+    shared_max = max(1e-9, float(w.max()))
+    image = None
     for i, ax in enumerate(axes.flat):
-        if i < n:
-            _draw_heatmap(ax, w[i], keys, queries, titles[i], annotate=False)
-            if i % ncols:
-                ax.set_ylabel("")
-        else:
+        if i >= n:
             ax.set_axis_off()
+            continue
+        vmax = max(1e-9, float(w[i].max())) if per_panel_scale else shared_max
+        title = f"{titles[i]} (own scale)" if per_panel_scale else titles[i]
+        image = _draw_heatmap(ax, w[i], keys, queries, title, annotate=False, vmax=vmax)
+        if per_panel_scale:
+            fig.colorbar(image, ax=ax, shrink=0.8)
+        if i % ncols:
+            ax.set_ylabel("")
+        if i < n - ncols:  # a panel below shows the same keys
+            ax.set_xlabel("")
+    if not per_panel_scale and image is not None:
+        fig.colorbar(
+            image, ax=axes, shrink=min(0.8, 3.0 / nrows + 0.2), label="attention weight (one scale for all panels)"
+        )
     if suptitle:
         fig.suptitle(suptitle)
     plt.close(fig)
@@ -187,14 +214,14 @@ def attention_chart(
     # inlined array each, and positions, not token strings, index the axes (tokens repeat).
     data = _inline_csv({"h": h.ravel(), "q": q.ravel(), "k": k.ravel(), "weight": np.round(w.ravel(), 3)})
     lookup = {"head": (names, "h"), "query": (queries, "q"), "key": (keys, "k")}
-    row = alt.selection_point(on="pointerover", fields=["q"], empty=False, clear="pointerout")
+    row = alt.selection_point(on="pointerover", fields=["q"], empty=True, clear="pointerout")  # none hovered: all shown
     chart = alt.Chart(data, title=title).transform_calculate(
         **{field: f"{json.dumps(labels)}[datum.{index}]" for field, (labels, index) in lookup.items()}
     ).mark_rect(stroke="white", strokeWidth=0.5).encode(
         x=alt.X("k:O", title="key (attended to)", axis=alt.Axis(labelExpr=f"{json.dumps(keys)}[datum.value]", labelAngle=0)),
         y=alt.Y("q:O", title="query (attending)", axis=alt.Axis(labelExpr=f"{json.dumps(queries)}[datum.value]")),
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, round(float(w.max()), 3) or 1.0])),
-        opacity=alt.condition(row, alt.value(1.0), alt.value(0.85)),
+        opacity=alt.condition(row, alt.value(1.0), alt.value(0.35)),  # the other rows fade while one is hovered
         tooltip=["head:N", "query:N", "key:N", alt.Tooltip("weight:Q", format=".3f")],
     ).add_params(row).properties(width=cell * T_k, height=cell * T_q)  # fmt: skip
     if n > 1:
@@ -209,7 +236,7 @@ def positional_encoding_heatmap(pe: Matrix, *, title: str = "Sinusoidal position
     """The ``(positions, d_model)`` encoding as an image: one row per position."""
     a = _array(pe, (2,), "pe")
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-    image = ax.imshow(a, cmap="RdBu", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    image = ax.imshow(a, cmap=PE_COLORMAP, vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
     ax.set_xlabel("dimension (even: sin, odd: cos)")
     ax.set_ylabel("position")
     ax.set_title(title)
@@ -219,15 +246,25 @@ def positional_encoding_heatmap(pe: Matrix, *, title: str = "Sinusoidal position
 
 
 def positional_waves(pe: Matrix, dims: Sequence[int] = (0, 1, 4, 8, 16), *, title: str | None = None) -> Figure:
-    """Chosen columns of the encoding against position: sine waves of growing wavelength."""
+    """Chosen columns of a sinusoidal encoding against position. Each column is a wave sampled at whole
+    positions: the dots are the encoding's entries, the line the continuous wave through them,
+    ``sin(pos / 10000^(2i/d))`` (even columns) or ``cos`` (odd), drawn at fractional positions so that a
+    short wavelength is not mistaken for a zig-zag."""
     a = _array(pe, (2,), "pe")
-    fig, ax = plt.subplots(figsize=(7, 3), layout="constrained")
-    for d in dims:
-        ax.plot(a[:, d], label=f"dim {d} ({'sin' if d % 2 == 0 else 'cos'})")
+    n, d_model = a.shape
+    fine = np.linspace(0, n - 1, 40 * n)
+    fig, ax = plt.subplots(figsize=(8, 3.2), layout="constrained")
+    for dim in dims:
+        if not 0 <= dim < d_model:
+            raise ValueError(f"dimension {dim} is outside the encoding's 0..{d_model - 1}")
+        wave = np.sin if dim % 2 == 0 else np.cos
+        (line,) = ax.plot(fine, wave(fine / 10000 ** ((dim - dim % 2) / d_model)), lw=1.2)
+        ax.plot(np.arange(n), a[:, dim], "o", ms=3, color=line.get_color(),
+                label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})")  # fmt: skip
     ax.set_xlabel("position")
     ax.set_ylabel("PE(pos, dim)")
     ax.legend(loc="upper right", fontsize=8, ncols=len(dims))
-    ax.set_ylim(-1.2, 1.5)
+    ax.set_ylim(-1.2, 1.55)
     if title:
         ax.set_title(title)
     plt.close(fig)
@@ -244,15 +281,37 @@ def positional_encoding_chart(pe: Matrix, *, title: str = "Positional encoding (
     return alt.Chart(data, title=title).mark_rect().encode(
         x=alt.X("dimension:O", axis=alt.Axis(labelAngle=0, values=list(range(0, a.shape[1], 8)))),
         y=alt.Y("position:O", axis=alt.Axis(values=list(range(0, a.shape[0], 5)))),
-        color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True)),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme=PE_SCHEME, domain=[-1, 1], reverse=True)),
         tooltip=["position:Q", "dimension:Q", alt.Tooltip("value:Q", format=".3f")],
     ).properties(width=min(8 * a.shape[1], 600), height=min(6 * a.shape[0], 400))  # fmt: skip
 
 
+def _log_axis(ax: Axes) -> None:
+    """A log-scale y axis (call after plotting) labelled in plain numbers at 1, 2, 3, 5 and 7 times each power
+    of ten, fewer when the data spans several decades: matplotlib's default labels only the powers of ten,
+    often none in a loss curve's range."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    decades = np.log10(high / low)
+    subs = (1.0, 2.0, 3.0, 5.0, 7.0) if decades < 1.5 else (1.0, 2.0, 5.0) if decades < 3 else (1.0,)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _draw_levels(ax: Axes, levels: Mapping[str, float] | None) -> None:
+    for i, (name, value) in enumerate((levels or {}).items()):
+        ax.axhline(value, color="black", ls=("--", ":", "-.")[i % 3], lw=1, label=f"{name} = {value:.3f}")
+
+
 def loss_curve(
-    *histories: History, labels: Sequence[str] | None = None, title: str = "Training loss", smooth: int = 20
-) -> Figure:
-    """Training loss against step for one or more ``History`` objects (a running mean of ``smooth`` steps)."""
+    *histories: History, labels: Sequence[str] | None = None, title: str = "Training loss", smooth: int = 20,
+    levels: Mapping[str, float] | None = None,
+) -> Figure:  # fmt: skip
+    """Training loss against step for one or more ``History`` objects (a running mean of ``smooth`` steps).
+    ``levels`` draws labelled horizontal lines, e.g. ``{"lowest possible loss": 0.61}``."""
     names: list[str | None] = (
         [None] * len(histories) if labels is None else [*_labels(labels, len(histories), "history")]
     )
@@ -262,25 +321,31 @@ def loss_curve(
         k = max(1, min(smooth, len(loss)))
         smoothed = np.convolve(loss, np.ones(k) / k, mode="valid")
         ax.plot(history.steps[k - 1 :], smoothed, label=label)
+    _draw_levels(ax, levels)
     ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.set_yscale("log")
+    ax.set_ylabel("loss (log scale)")
     ax.set_title(title)
-    if any(names):
+    _log_axis(ax)
+    if any(names) or levels:
         ax.legend()
     ax.grid(alpha=0.3)
     plt.close(fig)
     return fig
 
 
-def evaluation_curve(history: History, *, title: str = "Loss during training", ylabel: str = "loss") -> Figure:
-    """Each metric of ``History.evals`` (e.g. train and validation loss) against step, with the training loss."""
+def evaluation_curve(
+    history: History, *, title: str = "Loss during training", ylabel: str = "loss",
+    levels: Mapping[str, float] | None = None,
+) -> Figure:  # fmt: skip
+    """Each metric of ``History.evals`` (e.g. train and validation loss) against step, with the training loss;
+    ``levels`` draws labelled horizontal lines."""
     fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     if history.loss:
         ax.plot(history.steps, history.loss, color="lightgray", lw=0.8, label="training batches")
     steps = [step for step, _ in history.evals]
     for name in history.evals[0][1] if history.evals else []:
         ax.plot(steps, [metrics[name] for _, metrics in history.evals], "o-", label=name)
+    _draw_levels(ax, levels)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -198,8 +198,9 @@ def altair_spec(output: dict) -> dict | None:
 
 
 def add_static_twins(nb: nbformat.NotebookNode) -> int:
-    """Put a PNG rendering after every Altair chart output; returns how many were added."""
-    from course_utils._vega import to_png
+    """Put a PNG rendering after every Altair chart output (every choice of its dropdown, if it has one);
+    returns how many were added."""
+    from course_utils._vega import static_png
 
     added = 0
     for cell in nb.cells:
@@ -213,7 +214,7 @@ def add_static_twins(nb: nbformat.NotebookNode) -> int:
             spec = altair_spec(output)
             if spec is None:
                 continue
-            png = base64.b64encode(to_png(spec)).decode()
+            png = base64.b64encode(static_png(spec)).decode()
             outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png}, metadata={TWIN: True}))
             added += 1
         cell.outputs = outputs

@@ -42,7 +42,7 @@ def test_matplotlib_helpers_return_figures_without_leaving_them_open(weights):
 def test_heatmap_labels_the_axes_with_tokens(weights):
     ax = attention_heatmap(weights[0], TOKENS).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
-    assert ax.get_xlabel().startswith("key") and ax.get_ylabel().startswith("query")
+    assert "key (attended to)" in ax.get_xlabel() and "query (attending)" in ax.get_ylabel()
 
 
 def test_altair_charts_are_valid_and_carry_tooltips(weights):
@@ -127,3 +127,92 @@ def test_environment_variable_turns_offline_charts_on(weights, monkeypatch, defa
     monkeypatch.setenv("COURSE_OFFLINE_CHARTS", "1")
     attention_chart(weights[0])
     assert alt.renderers.active == OFFLINE_RENDERER
+
+
+def test_grid_panels_share_one_colour_scale_unless_asked(weights):
+    diffuse = torch.full((5, 5), 0.2)
+    focused = torch.eye(5)
+    shared = attention_grid(torch.stack([diffuse, focused]), TOKENS)
+    images = [ax.images[0] for ax in shared.axes if ax.images]
+    assert [im.get_clim() for im in images] == [(0.0, 1.0), (0.0, 1.0)]  # the diffuse head looks pale
+    assert len(shared.axes) == 3  # two panels and one colour bar
+    own = attention_grid(torch.stack([diffuse, focused]), TOKENS, per_panel_scale=True)
+    assert [ax.images[0].get_clim()[1] for ax in own.axes if ax.images] == pytest.approx([0.2, 1.0])
+    assert all("own scale" in ax.get_title() for ax in own.axes if ax.images)
+
+
+def test_grids_of_long_sequences_keep_legible_panels():
+    fig = attention_grid(torch.rand(8, 19, 19), [str(i % 10) for i in range(19)], ncols=4)
+    width, _ = fig.get_size_inches()
+    assert width <= 13  # shown at about its own width in a notebook, so its labels keep their size
+    labelled = [ax for ax in fig.axes if ax.images]
+    assert all(len(ax.get_xticklabels()) == 19 for ax in labelled)
+
+
+def _red_and_blue_rows(rgb):
+    """Mean row of the strongly red and of the strongly blue pixels of an RGB image."""
+    import numpy as np
+
+    r, b = rgb[..., 0].astype(int), rgb[..., 2].astype(int)
+    red, blue = r > b + 50, b > r + 50
+    assert red.sum() > 20 and blue.sum() > 20
+    return np.nonzero(red)[0].mean(), np.nonzero(blue)[0].mean()
+
+
+def test_encodings_use_the_same_colours_in_matplotlib_and_altair():
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from course_utils._vega import to_png
+
+    pe = torch.cat([torch.ones(10, 12), -torch.ones(10, 12)])  # positions 0-9 at +1, 10-19 at -1
+    fig = positional_encoding_heatmap(pe)
+    fig.axes[1].remove()  # the colour bar shows both colours
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    static = np.asarray(Image.open(buffer).convert("RGB"))
+    chart = positional_encoding_chart(pe).properties(width=96, height=160).configure_legend(disable=True)
+    interactive = np.asarray(Image.open(io.BytesIO(to_png(chart.to_dict()))).convert("RGB"))
+    for image in (static, interactive):
+        red_row, blue_row = _red_and_blue_rows(image)
+        assert red_row < blue_row  # +1 is red and drawn at the top (position 0) in both
+
+
+def test_waves_are_drawn_continuously_through_the_encoding():
+    pe = sinusoidal_encoding(20, 16)
+    ax = positional_waves(pe, dims=(0, 3)).axes[0]
+    lines = ax.get_lines()
+    curve, dots = lines[0], lines[1]
+    assert len(curve.get_xdata()) > 10 * 20  # fractional positions: no zig-zag at short wavelengths
+    assert torch.allclose(torch.tensor(dots.get_ydata()), pe[:, 0].double())
+    x = torch.tensor(lines[2].get_xdata())
+    assert torch.allclose(torch.tensor(lines[2].get_ydata()), torch.cos(x / 10000 ** (2 / 16)))  # dim 3: cos, i = 1
+    with pytest.raises(ValueError, match="outside the encoding"):
+        positional_waves(pe, dims=(16,))
+
+
+def test_log_axes_label_plain_numbers_inside_the_range():
+    history = History(steps=list(range(1, 201)), loss=[0.6 + 2.4 * 0.98**s for s in range(200)])
+    fig = loss_curve(history, smooth=1, levels={"floor": 0.6})
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    shown = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks()) if low <= v <= high]
+    assert len(shown) >= 3 and all(t and "^" not in t for t in shown), shown
+    assert any("floor = 0.600" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_the_static_image_of_a_chart_shows_every_head(weights):
+    import io
+
+    from PIL import Image
+
+    from course_utils._vega import static_png, to_png
+
+    spec = attention_chart(weights, TOKENS, head_names=["h0", "h1"]).to_dict()
+    one, both = (Image.open(io.BytesIO(png)) for png in (to_png(spec), static_png(spec)))
+    assert both.width >= 2 * one.width - 4 and one.height <= both.height < 1.5 * one.height  # side by side
+    single = attention_chart(weights[0], TOKENS).to_dict()
+    assert static_png(single) == to_png(single)

@@ -1,0 +1,222 @@
+"""Structural checks of the built notebooks, run by the tests (tests/test_notebook_audit.py) and by hand:
+
+    python tools/audit_notebooks.py            # every notebook in notebooks/, one line per finding
+
+1. No Markdown heading hides in a code cell (``# ## 3. Title`` without its ``# %% [markdown]`` marker
+   renders as a comment: the section vanishes from the notebook, its table of contents and its slides).
+2. Numbered section headings (``## 1. ...``, ``## 2. ...``) count up from 1 without gaps.
+3. Every measured-looking number a Markdown cell states (``0.174``, ``99.7%``, ``1.3×``, ``47,117``) appears in
+   the chapter: in an output, or in the code (where a constant is set). A claim that no cell prints is a claim
+   that can silently go stale. Constants that are nobody's output (the paper's values) are listed in ALLOWED.
+4. No forward references: each public name of ``course_utils`` belongs to the chapter that teaches it
+   (TAUGHT_IN); a notebook that imports a name from a later chapter must mark it as a preview, in a Markdown
+   line that starts ``> **Preview**`` and names it in backticks, with what it does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+# Numbers a chapter may state without printing them: the paper's (and its models') published figures.
+ALLOWED = {
+    "27.3",  # BLEU of the paper's big model, English-German (Table 2)
+    "28.4",
+    "41.8",  # ... and English-French
+    "1,050,624",
+}
+
+CODE_HEADING = re.compile(r"^#[ \t]*#{1,6}[ \t]+\S.*$", re.MULTILINE)
+SECTION = re.compile(r"^##\s+(\d+)\.\s.*$", re.MULTILINE)
+HEADING = re.compile(r"^(#{1,6})\s+(.*)$", re.MULTILINE)
+# A claim: a decimal with at least two places, a percentage, a ratio (1.3x, 1.3×), or a grouped integer.
+CLAIM = re.compile(
+    r"(?<![\w.,$^{/])(?:"
+    r"(?P<pct>\d+(?:\.\d+)?)\s?%"
+    r"|(?P<ratio>\d+(?:\.\d+)?)\s?[×x](?![\w])"
+    r"|(?P<grouped>\d{1,3}(?:,\d{3})+)(?![\d.])"
+    r"|(?P<dec>\d+\.\d{2,})"
+    r")"
+)
+NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.DOTALL)
+LINK = re.compile(r"\]\([^)]*\)")
+
+
+# The chapter that teaches each public name of course_utils (tests check this covers ``course_utils.__all__``).
+TAUGHT_IN = {
+    "01": [
+        "scaled_dot_product_attention", "causal_mask", "padding_mask", "attention_heatmap", "attention_chart",
+        "set_seed", "get_device", "use_offline_charts",
+    ],
+    "02": [
+        "MultiHeadAttention", "record_attention", "attention_grid", "count_parameters", "train", "TrainConfig",
+        "History", "loss_curve", "lr_factor",
+    ],
+    "03": [
+        "PositionalEncoding", "sinusoidal_encoding", "positional_encoding_heatmap", "positional_encoding_chart",
+        "positional_waves",
+    ],
+    "04": ["LayerNorm", "FeedForward", "EncoderLayer", "Encoder"],
+    "05": [
+        "DecoderLayer", "Decoder", "target_mask", "CharTokenizer", "reversal_pairs", "encode_pairs", "random_batches",
+        "seq2seq_loss", "greedy_decode", "exact_match",
+    ],
+    "06": [
+        "Transformer", "TransformerConfig", "DateTask", "noam_lr", "Recipe", "DATE_TRANSFORMER", "load_pretrained",
+        "TorchTransformer",
+    ],
+    "07": [
+        "GPT", "GPTBlock", "GPTConfig", "estimate_loss", "KVCache", "load_tiny_shakespeare", "random_windows",
+        "split_ids", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "evaluation_curve",
+    ],
+}  # fmt: skip
+CHAPTER_OF = {name: chapter for chapter, names in TAUGHT_IN.items() for name in names}
+ATTRIBUTE = re.compile(r"\bcourse_utils\.(\w+)")
+PREVIEW = re.compile(r"^>\s*\*\*Preview\b.*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Finding:
+    notebook: str
+    cell: int
+    kind: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.notebook} cell {self.cell}: {self.kind}: {self.text}"
+
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _output_text(cell: dict) -> str:
+    """What a code cell's outputs say in words: streams, plain-text results, errors (not HTML or images)."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if "text" in output:
+            parts.append(_source({"source": output["text"]}))
+        plain = output.get("data", {}).get("text/plain")
+        if plain is not None and "image/png" not in output.get("data", {}):
+            parts.append(_source({"source": plain}))
+        if output.get("output_type") == "error":
+            parts.append(f"{output.get('ename', '')}: {output.get('evalue', '')}")
+    return "\n".join(parts)
+
+
+def headings_in_code(name: str, cells: list[dict]) -> list[Finding]:
+    return [
+        Finding(name, i, "Markdown heading inside a code cell", match.group(0))
+        for i, cell in enumerate(cells)
+        if cell["cell_type"] == "code"
+        for match in CODE_HEADING.finditer(_source(cell))
+    ]
+
+
+def section_order(name: str, cells: list[dict]) -> list[Finding]:
+    findings, expected = [], 1
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown":
+            continue
+        for match in SECTION.finditer(_source(cell)):
+            number = int(match.group(1))
+            if number != expected:
+                findings.append(Finding(name, i, f"section {number} where {expected} was due", match.group(0).strip()))
+            expected = number + 1
+    return findings
+
+
+def _value(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _places(text: str) -> int:
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+def _supported(value: float, places: int, candidates: Iterable[float], percent: bool) -> bool:
+    for candidate in candidates:
+        for shown in (candidate, candidate * 100) if percent else (candidate,):
+            if abs(round(shown, places) - value) < 0.5 * 10**-places + 1e-9:
+                return True
+    return False
+
+
+def unsupported_numbers(name: str, cells: list[dict], allowed: set[str] = ALLOWED) -> list[Finding]:
+    support = "\n".join(_source(c) + "\n" + _output_text(c) for c in cells if c["cell_type"] == "code")
+    candidates = set()
+    for match in NUMBER.finditer(support):
+        try:
+            candidates.add(_value(match.group(0).rstrip(",")))
+        except ValueError:
+            continue
+    findings = []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = LINK.sub("]", MATH.sub(" ", _source(cell)))
+        for match in CLAIM.finditer(text):
+            claim = match.group(0).strip()
+            number = next(g for g in match.groups() if g is not None)
+            if claim in allowed or number in allowed:
+                continue
+            value, places = _value(number), _places(number)
+            if not _supported(value, places, candidates, percent=match.group("pct") is not None):
+                findings.append(Finding(name, i, "number stated but printed nowhere in the chapter", claim))
+    return findings
+
+
+def used_names(cells: list[dict]) -> dict[str, int]:
+    """Public names of course_utils a notebook's code uses (imported, or as ``course_utils.name``): name -> cell."""
+    used: dict[str, int] = {}
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        code = _source(cell)
+        for block in re.finditer(r"^from course_utils(?:\.recipes)? import (\([^)]*\)|[^\n]*)", code, re.MULTILINE):
+            for name in re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"#[^\n]*", "", block.group(1))):
+                used.setdefault(name, i)
+        for match in ATTRIBUTE.finditer(re.sub(r"#[^\n]*", "", code)):
+            used.setdefault(match.group(1), i)
+    return {name: cell for name, cell in used.items() if name in CHAPTER_OF}
+
+
+def forward_references(name: str, cells: list[dict]) -> list[Finding]:
+    chapter = name[:2]
+    previews = "\n".join(
+        m.group(0) for c in cells if c["cell_type"] == "markdown" for m in PREVIEW.finditer(_source(c))
+    )
+    return [
+        Finding(name, cell, f"uses `{used}`, taught in chapter {CHAPTER_OF[used]}, with no '> **Preview**' note", used)
+        for used, cell in used_names(cells).items()
+        if CHAPTER_OF[used] > chapter and f"`{used}`" not in previews
+    ]
+
+
+def audit(path: Path) -> list[Finding]:
+    cells = json.loads(path.read_text())["cells"]
+    name = path.stem
+    checks = (headings_in_code, section_order, unsupported_numbers, forward_references)
+    return [finding for check in checks for finding in check(name, cells)]
+
+
+def main(paths: list[str]) -> int:
+    targets = [Path(p) for p in paths] or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    findings = [f for path in targets for f in audit(path)]
+    for finding in findings:
+        print(finding)
+    print(f"{len(findings)} findings in {len(targets)} notebooks")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
