@@ -73,14 +73,40 @@ scores = keys @ query  # (3,): one similarity per key, the dot product q . k
 weights = scores.softmax(dim=0)  # (3,): positive, sum to 1
 answer = weights @ values  # a weighted average of the values
 
+contributions = weights * values  # (3,): what each key adds to the answer
+
 print("scores :", scores)
 print("weights:", weights.round(decimals=3), "sum =", round(weights.sum().item(), 4))
-print(f"answer : {answer:.2f}  (a hard lookup of 'cat' would give 10; 'car' barely counts)")
+print("weight x value:", contributions.round(decimals=2), f"-> answer = {answer:.2f}  (a hard lookup of 'cat': 10)")
+car_share = (contributions[2] / answer).item()
+print(f"'car' gets {weights[2].item():.0%} of the weight but brings {car_share:.0%} of the answer")
 
 # %% [markdown]
-# The answer mixes "cat" and "kitten" (similar keys) and nearly ignores "car". Nothing in it is hard-coded:
-# change the query and the answer moves smoothly. That smoothness is what makes attention
-# **differentiable**, so a network can *learn* what to look for.
+# "cat" and "kitten" (similar keys) get most of the weight, yet the answer, 17.75, is far from the 10 of a
+# hard lookup. The culprit is "car": it gets only 17% of the weight, but its value, 50, is so far from the
+# others that it brings 49% of the answer. A soft lookup **averages**, and a small weight on a far-off value
+# still pulls.
+#
+# A query can make the lookup sharper by being **longer**. The same direction, 4 times as long, multiplies
+# every score by 4, and the softmax then favours the best matches much more strongly:
+
+# %%
+sharp_query = 4 * query  # same direction as `query`, 4x longer: every score is multiplied by 4
+sharp_weights = (keys @ sharp_query).softmax(dim=0)  # (3,)
+sharp_contributions = sharp_weights * values
+car_share = (sharp_contributions[2] / sharp_contributions.sum()).item()
+
+print("weights:", sharp_weights.round(decimals=3))
+print("weight x value:", sharp_contributions.round(decimals=2), f"-> answer = {sharp_contributions.sum():.2f}")
+print(f"'car' now brings {car_share:.0%} of the answer")
+assert car_share < 0.1  # the sharper query nearly ignores "car"
+
+# %% [markdown]
+# Now "car" hardly counts (under 10% of the answer), and the answer lies between the values of "cat" and
+# "kitten". How large the scores are decides how *sharp* the lookup is; section 3 comes back to this.
+#
+# Nothing in the lookup is hard-coded: change the query and the answer moves smoothly. That smoothness is
+# what makes attention **differentiable**, so a network can *learn* what to look for.
 #
 # ## 2. Queries, keys and values from a sentence
 #
@@ -167,6 +193,8 @@ for dk in dims:
 print(f"{'d_k':>5} {'scores':>14} {'variance':>9} {'mean max weight':>16} {'softmax slope':>14}")
 for dk, name, var, top, slope in rows:
     print(f"{dk:>5} {name:>14} {var:>9.1f} {top:>16.2f} {slope:>14.3f}")
+for dk, name, var, *_ in rows:  # the variance is d_k unscaled, 1 scaled (up to sampling noise)
+    assert abs(var / (dk if name == "q.k" else 1) - 1) < 0.05
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), layout="constrained")
@@ -184,11 +212,13 @@ plt.close(fig)
 fig
 
 # %% [markdown]
-# Without scaling, the variance of the scores grows exactly like $d_k$ (left), the softmax puts almost
-# all its weight on a single key (middle), and its slope, the gradient the network learns from,
-# collapses towards 0 (right): a **saturated** softmax barely learns. Dividing by $\sqrt{d_k}$ brings the
-# variance back to 1 for every $d_k$, keeps the weights spread out and the gradients alive. That is the
-# whole reason for the $\sqrt{d_k}$ in
+# Without scaling (round dots), the variance of the scores grows like $d_k$ (left; printed above: 4.0, 15.9,
+# 64.0, 253.7, 1030.8). The softmax becomes ever more peaked (middle): on average its largest weight is
+# 0.43 at $d_k = 4$ and 0.96 at $d_k = 1024$, where nearly all the weight sits on a single key. Its slope,
+# the gradient the network learns from, collapses towards 0 (right: from 0.709 to 0.056): a **saturated**
+# softmax barely learns. Dividing by $\sqrt{d_k}$ (squares) brings the variance back to 1 for every $d_k$,
+# keeps the largest weight near 0.25 and the slope near 0.87: the weights stay spread out and the gradients
+# alive. That is the reason for the $\sqrt{d_k}$ in
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V .$$
 #
@@ -203,6 +233,10 @@ fig
 # Sentences in a batch have different lengths, so the short ones are padded. No token should attend to
 # padding. `padding_mask(tokens, pad_id)` is `True` at real tokens, with shape `(B, 1, 1, T)`: the two
 # singleton axes broadcast over heads and query positions.
+#
+# *Heads?* Chapter 02 runs several attentions side by side, called **heads**, so the course's attention
+# tensors carry a head axis: queries, keys and values of shape $(B, h, T, d)$, weights of shape
+# $(B, h, T_q, T_k)$. Here there is a single head, $h = 1$.
 
 # %%
 PAD = 0
@@ -216,10 +250,13 @@ x = torch.randn(2, 1, 4, 8)  # (B, h=1 head, T, d): stand-ins for the token vect
 _, w = scaled_dot_product_attention(x, x, x, mask)  # course_utils' version: returns (output, weights)
 print("weights:", tuple(w.shape), "= (B, h, T_q, T_k); those of sentence 2, whose last two tokens are padding:")
 print(w[1, 0].round(decimals=2))
+print("row sums:", w[1, 0].sum(dim=-1))
+assert (w[1, 0, :, 2:] == 0).all()  # exactly 0, not merely small
 
 # %% [markdown]
-# Columns 2 and 3, the padding *keys*, get exactly 0 from every query. (Rows 2 and 3 are padding
-# *queries*: their outputs are computed but later ignored by the loss.)
+# Columns 2 and 3, the padding *keys*, get exactly 0 from every query (the cell asserts `== 0`), and each
+# row still sums to 1 over the two real tokens. (Rows 2 and 3 are padding *queries*: their outputs are
+# computed but later ignored by the loss; chapter 05 shows how.)
 #
 # ### Causal masks
 # A model that generates text one token at a time must not peek at the future: position $i$ may only
@@ -229,11 +266,19 @@ print(w[1, 0].round(decimals=2))
 print(causal_mask(5).int())
 
 # %%
-_, w = scaled_dot_product_attention(Q, K, V, causal_mask(len(tokens)))
+_, w = scaled_dot_product_attention(Q, K, V, causal_mask(len(tokens)))  # (T, T) = (6, 6)
+for i in (0, 1, 2):  # the rows of the first "the", "cat" and "sat", without and with the mask
+    print(f"{tokens[i]:>4}: no mask", " ".join(f"{x:.2f}" for x in weights[i].tolist()))
+    print(f"{'':>4}  causal ", " ".join(f"{x:.2f}" for x in w[i].tolist()))
 attention_heatmap(w, tokens, title="The hand-built attention with a causal mask")
 
 # %% [markdown]
-# "the" (first) can only look at itself; "sat" can look at "the" and "cat" but no longer at "mat".
+# The first "the" can only look at itself (weight 1.00). "cat" looks for a verb, but "sat" comes later and
+# is hidden, so it spreads its attention evenly over what it may see: 0.50 on "the", 0.50 on itself.
+# "sat" can no longer see "mat": the 0.45 it gave "mat" is gone, and the softmax over the keys it may still
+# see gives "cat" 0.91 (printed above). Each row is renormalised over its visible keys. Note that each
+# heatmap scales its colours to its own largest weight (0.80 without the mask, 1.00 with it): compare the
+# numbers written in the cells, not the colours of the two figures.
 #
 # ### The NaN trap
 # What if a row of the mask is **all** `False`, so a query has nothing at all to attend to? Then every
@@ -250,18 +295,29 @@ print("one NaN poisons everything it touches: sum of the outputs =", (naive @ to
 # One NaN spreads through every later layer and into the loss, and training is ruined. It happens more
 # easily than you would think, for example when a mask hides padding *queries* as well as keys, or when a
 # mask written for another convention is passed in (PyTorch's `nn.MultiheadAttention` uses `True` =
-# *blocked*). Two popular "fixes" are worse than they look: filling with a large negative number
-# such as `-1e9` gives such a row **uniform** weights over the masked keys, so it silently attends
-# to padding.
-#
-# `course_utils.scaled_dot_product_attention` gives such a row all-zero weights and a zero output,
-# exactly what `F.scaled_dot_product_attention` returns:
+# *blocked*). A popular "fix" is worse than it looks: filling with a large negative number such as
+# `-1e9` instead of $-\infty$ avoids the NaN, but gives such a row **uniform** weights over the masked
+# keys, so it silently attends to padding:
 
 # %%
-v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-ours, w = scaled_dot_product_attention(scores, torch.eye(3), v, row_mask)
-theirs = F.scaled_dot_product_attention(scores, torch.eye(3), v, attn_mask=row_mask)
-print("weights:\n", w.round(decimals=3))
+print("softmax with -1e9:\n", scores.masked_fill(~row_mask, -1e9).softmax(dim=-1))
+
+# %% [markdown]
+# The second query, which may see nothing, spreads $1/3$ over each of the three keys it must not see.
+#
+# `course_utils.scaled_dot_product_attention` gives such a row all-zero weights and a zero output,
+# exactly what `F.scaled_dot_product_attention` returns. To give both functions the scores above, we
+# pass the scores as queries and the identity matrix as keys, so that $QK^\top$ is the scores; the
+# queries are multiplied by $\sqrt{3}$ to undo the division by $\sqrt{d_k} = \sqrt{3}$:
+
+# %%
+v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # (T_k, d_v) = (3, 2)
+q = scores * math.sqrt(3)  # (T_q, d_k) = (2, 3): with identity keys, Q K^T / sqrt(3) = scores
+ours, w = scaled_dot_product_attention(q, torch.eye(3), v, row_mask)
+theirs = F.scaled_dot_product_attention(q, torch.eye(3), v, attn_mask=row_mask)
+print("weights:\n", w.round(decimals=4))
+print("outputs:\n", ours.round(decimals=4))
+assert (w[1] == 0).all() and (ours[1] == 0).all()  # nothing to see: zero weights, zero output
 print("same as PyTorch:", torch.allclose(ours, theirs))
 
 # %% [markdown]
@@ -330,13 +386,18 @@ for mask in (None, m):
 print("✓ attention == course_utils.scaled_dot_product_attention == F.scaled_dot_product_attention")
 
 # %% [markdown]
-# From the next chapter on, we import `scaled_dot_product_attention` from `course_utils` instead of
-# redefining it.
+# `attention` spells out every step. The course's `scaled_dot_product_attention`, which this chapter has
+# used since section 4, computes the same thing; the rest of the course imports it rather than redefining it.
 #
 # ## 7. Interactive: hover over the attention
 #
 # The same hand-built weights as an interactive chart (Altair): hover a cell to read the query, the key and
 # the exact weight; the hovered row is highlighted.
+#
+# Such charts are drawn by JavaScript that, by default, is loaded from the internet. With no internet (a
+# classroom without Wi-Fi), run `from course_utils import use_offline_charts; use_offline_charts()` first
+# (it needs the `vl-convert-python` package), or set the environment variable `COURSE_OFFLINE_CHARTS=1`
+# before starting Jupyter: each chart then carries its own JavaScript.
 
 # %% tags=["nbval-ignore-output"]
 attention_chart(weights, tokens, title="Hand-built attention (hover a cell)")
@@ -345,28 +406,44 @@ attention_chart(weights, tokens, title="Hand-built attention (hover a cell)")
 # ## 8. The cost: $O(T^2)$
 #
 # The weight matrix has one entry per (query, key) pair: $T^2$ numbers per head. Doubling the sequence
-# length quadruples the time and the memory of attention. We time one attention call for growing $T$
-# (timings vary from machine to machine; the *slope* is what matters):
+# length therefore exactly quadruples the memory of the weights, and roughly quadruples the time: the two
+# matrix products, $QK^\top$ and the weights times $V$, each cost $T^2 d_k$ multiply-adds per head, but
+# other costs and the machine's caches blur the ratio. We time one attention call with $h = 4$ heads for
+# growing $T$, keeping the best of 5 runs (timings vary from machine to machine and from run to run; look
+# at the ratios):
 
 # %% tags=["nbval-ignore-output"]
 set_seed(0)
 lengths = [256, 512, 1024, 2048]
-seconds, megabytes = [], []
+seconds, mebibytes = [], []
 for T in lengths:
     q = k = v = torch.randn(1, 4, T, 64)  # (B=1, h=4, T, d_k=64)
     scaled_dot_product_attention(q, k, v)  # warm-up
-    start = time.perf_counter()
-    for _ in range(3):
-        _, w = scaled_dot_product_attention(q, k, v)
-    seconds.append((time.perf_counter() - start) / 3)
-    megabytes.append(w.numel() * w.element_size() / 2**20)
-    print(f"T = {T:5d}: {1000 * seconds[-1]:7.1f} ms, weights {megabytes[-1]:6.1f} MB")
-growth = math.log(seconds[-1] / seconds[0]) / math.log(lengths[-1] / lengths[0])
-print(f"time grows like T^{growth:.1f}; memory like T^2 exactly ({megabytes[-1] / megabytes[0]:.0f}x for 8x longer)")
+    runs = []
+    for _ in range(5):
+        start = time.perf_counter()
+        _, w = scaled_dot_product_attention(q, k, v)  # w: (1, 4, T, T)
+        runs.append(time.perf_counter() - start)
+    seconds.append(min(runs))  # the best of 5 runs: the least disturbed by other programs
+    mebibytes.append(w.numel() * w.element_size() / 2**20)  # float32: 4 bytes a weight; 1 MiB = 2**20 bytes
+    print(f"T = {T:5d}: {1000 * seconds[-1]:7.1f} ms, weights {mebibytes[-1]:6.1f} MiB")
+
+time_ratios = [seconds[i] / seconds[i - 1] for i in range(1, len(lengths))]
+memory_ratios = [mebibytes[i] / mebibytes[i - 1] for i in range(1, len(lengths))]
+print("each doubling of T multiplies the time by  ", ", ".join(f"{r:.1f}" for r in time_ratios))
+print("                      ... and the memory by", ", ".join(f"{r:.1f}" for r in memory_ratios))
+assert memory_ratios == [4.0, 4.0, 4.0]  # T x T weights: exactly 4 times the memory per doubling
 
 # %% [markdown]
-# This quadratic cost is why long contexts are expensive, and why fused kernels such as
-# `F.scaled_dot_product_attention` (FlashAttention on GPUs) avoid ever storing the $T \times T$ matrix.
+# The memory ratios are exactly 4 (the cell asserts it). The time ratios are noisier, and differ from
+# machine to machine and from run to run: on short sequences, fixed overheads (and other programs running
+# at the same time) weigh as much as the arithmetic; on long ones the $T^2$ work dominates, and a doubling
+# costs about 4 times as much, or more once the weights no longer fit in the processor's caches.
+#
+# This quadratic cost is why long contexts are expensive. Fused kernels such as
+# `F.scaled_dot_product_attention` (FlashAttention on GPUs) compute the weights tile by tile and never store
+# the whole $T \times T$ matrix, so the quadratic memory of the weights goes away; they still do $O(T^2)$
+# work, so the time stays quadratic.
 #
 # ## Pitfalls
 #
@@ -385,7 +462,7 @@ print(f"time grows like T^{growth:.1f}; memory like T^2 exactly ({megabytes[-1] 
 # - Dividing by $\sqrt{d_k}$ keeps the score variance at 1, so the softmax does not saturate.
 # - Masks (True = may attend) set scores to $-\infty$; masked weights are exactly 0.
 # - Self-attention: $Q, K, V$ from one sequence. Cross-attention: $Q$ from one, $K, V$ from another.
-# - Attention alone ignores order, and costs $O(T^2)$ time and memory.
+# - Attention alone ignores order, and costs $O(T^2)$ time, and $O(T^2)$ memory when the weights are stored.
 #
 # ## Exercises
 #

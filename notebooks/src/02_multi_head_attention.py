@@ -15,14 +15,17 @@
 # - the reshape/transpose that splits `(B, T, d_model)` into heads `(B, h, T, d_k)` and back, shape by shape;
 # - why the number of heads does not change the number of parameters;
 # - that `course_utils.MultiHeadAttention` equals PyTorch's `nn.MultiheadAttention` (whose masks mean the opposite);
-# - that heads really do learn **different** jobs: a tiny model trained in seconds, measured head by head.
+# - the training loop (forward and loss, zero_grad, backward, optimizer step), the first-loss check, and `course_utils.train`;
+# - that heads really do learn **different** jobs: a tiny model trained in seconds, measured head by head,
+#   and what happens with a single head.
 #
-# **Prerequisites:** chapter 01 (scaled dot-product attention, masks). **Time:** about 45 minutes.
+# **Prerequisites:** chapter 01 (scaled dot-product attention, masks). **Time:** about 60 minutes.
 
 # %% [markdown]
 # ## Setup
 
 # %% tags=["nbval-ignore-output"]
+import math
 import subprocess
 import sys
 
@@ -34,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils import (
+    History,
     MultiHeadAttention,
     PositionalEncoding,
     TrainConfig,
@@ -41,6 +45,8 @@ from course_utils import (
     attention_grid,
     count_parameters,
     get_device,
+    loss_curve,
+    lr_factor,
     padding_mask,
     record_attention,
     scaled_dot_product_attention,
@@ -65,13 +71,20 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 #
 # Each head projects the tokens into its **own** small space, so each can ask a different question
 # ("who is my subject?", "what came just before me?"). Because every head is $h$ times narrower, all of
-# them together cost about as much as one full-width attention.
+# them together do about as many multiplications as one full-width attention; their weights, though, are $h$
+# matrices of $T \times T$, $h$ times the memory of one (chapter 01, section 8).
 #
 # ## 2. $h$ small projections are one big one
 #
 # Nobody stores $h$ separate $d_{\text{model}} \times d_k$ matrices: one
 # `nn.Linear(d_model, d_model)` computes all $h$ heads' queries at once, and head $i$ owns the $i$-th block
-# of $d_k$ output features. Check it on head 2 of a random projection:
+# of $d_k$ output features.
+#
+# One detail of `nn.Linear(d_in, d_out)` before the check: it stores its `weight` as `(d_out, d_in)`, one row
+# per output feature, and computes `x @ weight.T + bias` (the paper's formula has no bias; PyTorch's layers
+# add one by default). So the paper's $W_i^Q \in \mathbb{R}^{d_{\text{model}} \times d_k}$ is the transpose
+# of the $d_k$ **rows** of `w_q.weight` that belong to head $i$: a `(d_k, d_model)` block. Check it on head 2
+# of a random projection:
 
 # %%
 set_seed(0)
@@ -100,22 +113,22 @@ set_seed(0)
 w_k, w_v, w_o = (nn.Linear(d_model, d_model) for _ in range(3))
 
 q = w_q(x)
-print("1. project            q = w_q(x)            ", tuple(q.shape), "(B, T, d_model)")
+print("1. project             q = w_q(x)                  ", tuple(q.shape), "(B, T, d_model)")
 q = q.view(B, T, n_heads, d_k)
-print("2. split the features q.view(B, T, h, d_k)  ", tuple(q.shape), "(B, T, h, d_k)")
+print("2. split the features  q.view(B, T, h, d_k)        ", tuple(q.shape), "(B, T, h, d_k)")
 q = q.transpose(1, 2)
-print("3. heads before time  q.transpose(1, 2)     ", tuple(q.shape), "(B, h, T, d_k)")
+print("3. heads before time   q.transpose(1, 2)           ", tuple(q.shape), "(B, h, T, d_k)")
 k = w_k(x).view(B, T, n_heads, d_k).transpose(1, 2)  # (B, h, T, d_k)
 v = w_v(x).view(B, T, n_heads, d_k).transpose(1, 2)  # (B, h, T, d_k)
 out, weights = scaled_dot_product_attention(q, k, v)
-print("4. attention, per head weights               ", tuple(weights.shape), "(B, h, T, T)")
-print("                       output                ", tuple(out.shape), "(B, h, T, d_k)")
+print("4. attention, per head weights                     ", tuple(weights.shape), "(B, h, T, T)")
+print("                       output                      ", tuple(out.shape), "(B, h, T, d_k)")
 out = out.transpose(1, 2)
-print("5. time before heads  out.transpose(1, 2)   ", tuple(out.shape), "(B, T, h, d_k)")
+print("5. time before heads   out.transpose(1, 2)         ", tuple(out.shape), "(B, T, h, d_k)")
 out = out.reshape(B, T, d_model)
-print("6. concatenate heads  out.reshape(B, T, d)  ", tuple(out.shape), "(B, T, h * d_k)")
+print("6. concatenate heads   out.reshape(B, T, d_model)  ", tuple(out.shape), "(B, T, h * d_k)")
 out = w_o(out)
-print("7. mix the heads      w_o(out)              ", tuple(out.shape), "(B, T, d_model)")
+print("7. mix the heads       w_o(out)                    ", tuple(out.shape), "(B, T, d_model)")
 
 # %% [markdown]
 # Step 3 matters: attention works on the last two axes, `(T, d_k)`, and treats everything before them as
@@ -156,7 +169,8 @@ class MyMultiHeadAttention(nn.Module):
         v = self.w_v(value).view(B, T_k, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T_k, d_k)
         out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T_q, d_k), (B, h, T_q, T_k)
         out = out.transpose(1, 2).reshape(B, T_q, d_model)  # (B, T_q, h * d_k)
-        return self.w_o(out), weights  # (B, T_q, d_model) and per-head weights, the pair nn.MultiheadAttention returns
+        # (B, T_q, d_model) and the per-head weights, as nn.MultiheadAttention returns with average_attn_weights=False
+        return self.w_o(out), weights
 
 
 # %% [markdown]
@@ -166,9 +180,9 @@ class MyMultiHeadAttention(nn.Module):
 # directly. It adds input checks with clear messages, and like `nn.MultiheadAttention` it returns a pair
 # `(output, weights)`. Unlike PyTorch's module, which computes the weights by default (averaged over the heads
 # unless told `average_attn_weights=False`), ours computes them only when asked for with `need_weights=True`, per
-# head, and returns `None` otherwise. Then it runs PyTorch's fused kernel `F.scaled_dot_product_attention`, which
-# computes the same output without ever storing the $T_q \times T_k$ weights: faster, and lighter on memory. Both
-# paths are checked below.
+# head. Otherwise (the default) it returns `None` for the weights and runs PyTorch's fused kernel
+# `F.scaled_dot_product_attention`: it computes the same output without ever storing the $T_q \times T_k$
+# weights (chapter 01, section 8), which saves memory. Both paths are checked below.
 #
 # PyTorch's `nn.MultiheadAttention` packs $W^Q, W^K, W^V$ into one `in_proj_weight` of shape
 # `(3 d_model, d_model)`; `MultiHeadAttention.from_torch` unpacks it. **Careful with masks:** PyTorch's
@@ -179,6 +193,7 @@ class MyMultiHeadAttention(nn.Module):
 set_seed(0)
 mine = MyMultiHeadAttention(d_model, n_heads)
 course = MultiHeadAttention(d_model, n_heads)
+# state_dict(): every parameter of a module by name; load_state_dict copies them into a module with the same names
 course.load_state_dict(mine.state_dict())  # same names: w_q, w_k, w_v, w_o
 
 torch_mha = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
@@ -222,6 +237,7 @@ except ValueError as error:
 #
 # Four $d_{\text{model}} \times d_{\text{model}}$ matrices plus four bias vectors: $4 d_{\text{model}}^2 + 4 d_{\text{model}}$,
 # **whatever the number of heads**: more heads means more, narrower heads, not more weights.
+# `count_parameters(module)` from `course_utils` is the sum of `p.numel()` over the module's trainable parameters.
 
 # %%
 for h in (1, 2, 4, 8):
@@ -236,11 +252,19 @@ print(f"4 * 512**2 + 4 * 512 = {4 * 512**2 + 4 * 512:,}; nn.MultiheadAttention(5
 #
 # - each input is 12 random digits; one of them, at a random place, is marked (shown as `*7`);
 # - at every position the model must output two things: the **previous** digit, and the **marked** digit.
+#   Position 0 has no previous digit: its target is `-100`, a value the loss will skip (section 7).
 #
 # Finding the previous digit is a question about *position* (look one step back); finding the marked digit
 # is a question about *content* (look for the marker, wherever it is). The model has one multi-head
-# attention layer with **two heads**, positions added by the sinusoidal encoding of chapter 03, and two
-# linear read-outs. Nothing tells a head what to do.
+# attention layer with **two heads** and two linear read-outs, which see only what the attention returns.
+# Nothing tells a head what to do.
+#
+# Each digit enters as a learned vector: `nn.Embedding(10, d_model)` is a learned lookup table, whose row $i$
+# is the vector for digit $i$ (a second table of two rows adds "marked" or "not marked"). Attention alone is
+# blind to order (chapter 01), so "look one step back" would be impossible; the model therefore adds position
+# information to each vector:
+#
+# > **Preview** (chapter 03): `PositionalEncoding` adds to each token's vector a fixed vector that depends only on its position; chapter 03 derives it.
 
 # %%
 T_TASK = 12
@@ -260,9 +284,9 @@ def marker_batch(n, generator):
 class TwoJobModel(nn.Module):
     def __init__(self, d_model=32, n_heads=2):
         super().__init__()
-        self.digit = nn.Embedding(10, d_model)  # which digit
+        self.digit = nn.Embedding(10, d_model)  # which digit: row i is digit i's vector
         self.is_marked = nn.Embedding(2, d_model)  # marked or not
-        self.positions = PositionalEncoding(d_model, max_len=T_TASK)
+        self.positions = PositionalEncoding(d_model, max_len=T_TASK)  # adds a vector per position
         self.attn = MultiHeadAttention(d_model, n_heads)
         self.read_previous = nn.Linear(d_model, 10)
         self.read_marked = nn.Linear(d_model, 10)
@@ -270,7 +294,7 @@ class TwoJobModel(nn.Module):
     def forward(self, x):  # x: (B, T)
         h = self.positions(self.digit(x % 10) + self.is_marked((x >= 10).long()))  # (B, T, d_model)
         h, _ = self.attn(h, h, h)  # (B, T, d_model); the weights are not needed to train
-        return self.read_previous(h), self.read_marked(h)  # two (B, T, 10) logits
+        return self.read_previous(h), self.read_marked(h)  # two (B, T, 10) logits: a score per digit, pre-softmax
 
 
 def labels(x):
@@ -283,70 +307,188 @@ print("previous:", previous[0].tolist())
 print("marked  :", marked[0].tolist())
 
 # %% [markdown]
-# Training takes a few seconds with `course_utils.train`, a standard loop (AdamW, warm-up, a progress
-# bar) that chapter 06 takes apart. The configuration is printed first.
+# ## 7. Training: the loop, then `train`
+#
+# Training repeats four steps: run the model on a batch and compute the **loss**, one number that says how
+# wrong it is (the *forward* pass); clear the gradients of the previous step (`optimizer.zero_grad()`: PyTorch
+# adds new gradients to old ones); compute the gradient of the loss with respect to every parameter
+# (`loss.backward()`, the *backward* pass); let the **optimizer** move every parameter a small step against its
+# gradient. Then repeat with the next batch.
+#
+# The loss of each job is the **cross-entropy**: a softmax turns the 10 logits of a position into
+# probabilities, and the loss is $-\log$ (the probability given to the right digit), averaged over the
+# positions: near 0 when the model is confident and right, large when it is confident and wrong.
+# `F.cross_entropy(logits, targets, ignore_index=-100)` computes it from logits `(N, 10)` and targets `(N,)`,
+# skipping the targets equal to `-100` (position 0, which has no previous digit). Our loss is the sum of the
+# two jobs' losses.
+#
+# **The first-loss check.** A model that knows nothing gives each of the $V$ classes probability $1/V$, so its
+# loss is $-\log(1/V) = \ln V$. Here $V = 10$ digits: each job's loss should start near $\ln 10$, and their sum
+# near $2 \ln 10$. A first loss far above that means the untrained model is already confidently wrong (outputs
+# too large at initialisation, or a bug), and training starts by undoing it. It costs one batch to check.
+#
+# Here is the plain loop, a few steps of it, with PyTorch's `AdamW` optimizer (explained below):
+
 
 # %% tags=["nbval-ignore-output"]
-set_seed(0)
-config = TrainConfig(steps=600, batch_size=64, lr=1e-2, warmup_steps=50, schedule="cosine", label_smoothing=0.0)
-print(config)
-model = TwoJobModel().to(device)
-data = torch.Generator().manual_seed(0)
-
-
-def batches():
+def batches(generator, batch_size=64):
+    """An endless stream of fresh training batches (x, previous, marked), each (batch_size, T)."""
     while True:
-        x, previous, marked, _ = marker_batch(config.batch_size, data)
+        x, previous, marked, _ = marker_batch(batch_size, generator)
         yield x, previous, marked
 
 
+def job_losses(model, x, previous, marked):
+    """The cross-entropy of each job: two scalars."""
+    logits_previous, logits_marked = model(x)  # two (B, T, 10)
+    loss_previous = F.cross_entropy(logits_previous.flatten(0, 1), previous.flatten(), ignore_index=-100)
+    loss_marked = F.cross_entropy(logits_marked.flatten(0, 1), marked.flatten())
+    return loss_previous, loss_marked
+
+
 def loss_fn(model, x, previous, marked):
-    logits_previous, logits_marked = model(x)
-    return F.cross_entropy(logits_previous.flatten(0, 1), previous.flatten(), ignore_index=-100) + F.cross_entropy(
-        logits_marked.flatten(0, 1), marked.flatten()
-    )
+    loss_previous, loss_marked = job_losses(model, x, previous, marked)
+    return loss_previous + loss_marked
 
 
-history = train(model, batches(), loss_fn, config, device=device, desc="two-job model")
+set_seed(0)
+model = TwoJobModel().to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+stream = batches(torch.Generator().manual_seed(1))
+for step in range(30):
+    x, previous, marked = (t.to(device) for t in next(stream))
+    loss_previous, loss_marked = job_losses(model, x, previous, marked)  # 1. forward pass and loss
+    loss = loss_previous + loss_marked
+    optimizer.zero_grad()  # 2. clear the gradients of the last step (backward adds to them)
+    loss.backward()  # 3. backward pass: the gradient of the loss for every parameter
+    optimizer.step()  # 4. move every parameter a small step against its gradient
+    if step == 0:
+        print(f"first losses: previous {loss_previous.item():.3f}, marked {loss_marked.item():.3f}; "
+              f"ln 10 = {math.log(10):.3f}")  # fmt: skip
+        assert max(abs(loss_previous.item() - math.log(10)), abs(loss_marked.item() - math.log(10))) < 0.2
+        first_loss = loss.item()
+    if step % 10 == 0 or step == 29:
+        print(f"step {step:2d}: loss {loss.item():.3f}")
+assert loss.item() < first_loss, "the loss should fall"
 
 # %% [markdown]
+# Both first losses are close to $\ln 10$: the untrained model knows nothing, as it should. Then the loss
+# falls. `course_utils.train(model, batches, loss_fn, config)` is this same loop, plus a progress bar, a record
+# of every step (a `History`), and the settings of a `TrainConfig`:
+#
+# - `steps`, `batch_size`: how many updates, each on how many sequences.
+# - `lr` and the schedule: the learning rate of step $s$ is `lr * lr_factor(s, config)`. With
+#   `schedule="cosine"` the factor rises linearly from near 0 to 1 over the first `warmup_steps` steps (a
+#   **warm-up**: no large steps while the weights are random and the optimizer's running averages have seen
+#   few gradients), then decays along half a cosine to $1/10$ at the last step, so that the final steps
+#   are small and the weights settle. With $n = s + 1$, $w$ = `warmup_steps` and $S$ = `steps`:
+#   $$\text{factor} = \frac{n}{w} \text{ while } n < w, \qquad \text{then} \quad
+#   0.1 + 0.45\,\bigl(1 + \cos(\pi p)\bigr), \quad p = \frac{n - w}{S - w}.$$
+# - the optimizer: **AdamW**. Adam keeps, for each parameter, running averages of its gradient and of the
+#   gradient's square (`betas` are their decay rates; the paper's values) and steps each parameter by about
+#   `lr` times their ratio, mean over root mean square, so every parameter moves at a similar pace. The
+#   "W" is weight decay, a pull of the weights towards 0 (`weight_decay`, 0 here).
+# - `grad_clip`: **gradient clipping**. If the gradient of all the parameters, seen as one long vector, is
+#   longer than `grad_clip`, it is scaled down to that length, so one unlucky batch cannot throw the weights far.
+# - `label_smoothing`: 0 here, the plain cross-entropy; chapter 06 explains the other values.
+# - `amp`: on a GPU that computes bfloat16 natively, the forward pass runs in bfloat16 under `torch.autocast`
+#   (less memory, usually faster); on a CPU it changes nothing.
+#
+# The configuration of our run, and its learning-rate factor at a few steps:
+
+# %%
+config = TrainConfig(steps=600, batch_size=64, lr=1e-2, warmup_steps=50, schedule="cosine", label_smoothing=0.0)
+print(config)
+for s in (0, 24, 49, 200, 324, 450, 599):
+    print(f"step {s:3d}: lr_factor {lr_factor(s, config):.2f}, learning rate {config.lr * lr_factor(s, config):.4f}")
+
+# %% [markdown]
+# The factor climbs to 1 at the end of the warm-up (step 49, counting from 0), is halfway down at the middle
+# of the decay, and ends at 0.10. Now train a fresh model for real:
+
+# %% tags=["nbval-ignore-output"]
+set_seed(0)
+model = TwoJobModel().to(device)
+history = train(model, batches(torch.Generator().manual_seed(0), config.batch_size), loss_fn, config, device=device,
+                desc="two-job model")  # fmt: skip
+
+# %% [markdown]
+# `train` returns a `History`: `history.steps`, `history.loss` and `history.lr` hold each step's number, loss
+# and learning rate, and `history.seconds` the training time. `loss_curve` plots the loss (a running mean over
+# 20 steps, on a log scale), here with two reference levels: $2 \ln 10$, a model that knows nothing, and
+# $\ln 10$, a model that has solved one job and still knows nothing about the other:
+
+# %% tags=["nbval-ignore-output"]
+assert isinstance(history, History)
+print(f"{len(history.steps)} steps in {history.seconds:.1f} s; first loss {history.loss[0]:.3f} "
+      f"(2 ln 10 = {2 * math.log(10):.3f}), last loss {history.loss[-1]:.5f}")  # fmt: skip
+assert abs(history.loss[0] - 2 * math.log(10)) < 0.3 and history.loss[-1] < 0.01
+levels = {"2 ln 10: knows nothing": 2 * math.log(10), "ln 10: one job solved, one at chance": math.log(10)}
+loss_curve(history, levels=levels, title="Two-job model: training loss")
+
+# %% [markdown]
+# The loss starts at the level of a model that knows nothing and ends near 0, below a hundredth: the model
+# solves both jobs on its training batches. On the way it rests for a long while on a plateau at the
+# $\ln 10$ line: one job is learned quickly, the other only later. A flat stretch like this is not the end of
+# training; the loss can still fall.
+#
+# ## 8. Where does each head look?
+#
 # Now measure on 1,000 fresh sequences: how accurate is the model, and where does each head look? For each
 # head we average its weight on the previous position, on the marked position, and on the token itself.
 #
 # The model's `forward` throws the weights away. To look inside any model, `record_attention(model)` asks every
 # `MultiHeadAttention` in it for its weights (`need_weights=True`) while the `with` block runs, and keeps those of
 # each module's latest call under the module's name: here `"attn"`, because the module is `model.attn`.
+# `model.eval()` switches off behaviour meant for training only, such as dropout (chapter 04); this model has
+# none, but the habit matters. `torch.no_grad()` tells PyTorch not to record the operations for a backward pass:
+# measuring needs no gradients, and it saves memory and time.
 
 # %% tags=["nbval-ignore-output"]
-model.eval()  # evaluation from here on (this model has no dropout, but the habit matters)
 x, previous, marked, where = (t.to(device) for t in marker_batch(1000, torch.Generator().manual_seed(1234)))
-with torch.no_grad(), record_attention(model) as attention:
-    logits_previous, logits_marked = model(x)
-print({name: tuple(weights.shape) for name, weights in attention.items()}, "= (B, h, T, T)")
-seen = previous != -100
-accuracy_previous = (logits_previous.argmax(-1)[seen] == previous[seen]).float().mean().item()
-accuracy_marked = (logits_marked.argmax(-1) == marked).float().mean().item()
-print(f"accuracy: previous digit {accuracy_previous:.1%}, marked digit {accuracy_marked:.1%}")
-assert min(accuracy_previous, accuracy_marked) > 0.95, "the two-job model should solve both jobs"
 
-w = attention["attn"]  # (1000, h, T, T)
-t = torch.arange(1, T_TASK)
-on_previous = w[:, :, t, t - 1].mean(dim=(0, 2))  # (h,)
-on_marker = w[torch.arange(1000), :, :, where].mean(dim=(0, 2))  # (h,)
-on_itself = w.diagonal(dim1=-2, dim2=-1).mean(dim=(0, 2))  # (h,)
-print(f"{'':8}{'previous':>10}{'marker':>10}{'itself':>10}")
-for i in range(w.size(1)):
-    print(f"head {i}: {on_previous[i]:10.2f}{on_marker[i]:10.2f}{on_itself[i]:10.2f}")
-job = {"previous": int(on_previous.argmax()), "marker": int(on_marker.argmax())}
-if job["previous"] != job["marker"]:
-    print(f"-> head {job['previous']} looks back one step; head {job['marker']} finds the marker.")
-else:
-    print("-> in this run one head does both jobs: try another seed (nothing forces heads to split the work).")
+
+def evaluate(model):
+    """Accuracy on both jobs over the 1,000 test sequences, and the recorded weights (1000, h, T, T)."""
+    model.eval()
+    with torch.no_grad(), record_attention(model) as attention:
+        logits_previous, logits_marked = model(x)
+    seen = previous != -100  # position 0 has no previous digit
+    accuracy_previous = (logits_previous.argmax(-1)[seen] == previous[seen]).float().mean().item()
+    accuracy_marked = (logits_marked.argmax(-1) == marked).float().mean().item()
+    print(f"accuracy: previous digit {accuracy_previous:.1%}, marked digit {accuracy_marked:.1%}")
+    return accuracy_previous, accuracy_marked, attention["attn"]
+
+
+def where_heads_look(w):
+    """Each head's mean weight on the previous position, the marker, and itself: three (h,) tensors, printed."""
+    t = torch.arange(1, T_TASK)
+    on_previous = w[:, :, t, t - 1].mean(dim=(0, 2))  # (h,)
+    on_marker = w[torch.arange(w.size(0)), :, :, where].mean(dim=(0, 2))  # (h,)
+    on_itself = w.diagonal(dim1=-2, dim2=-1).mean(dim=(0, 2))  # (h,)
+    print(f"{'':8}{'previous':>10}{'marker':>10}{'itself':>10}")
+    for i in range(w.size(1)):
+        print(f"head {i}: {on_previous[i]:10.2f}{on_marker[i]:10.2f}{on_itself[i]:10.2f}")
+    return on_previous, on_marker, on_itself
+
+
+accuracy_previous, accuracy_marked, w = evaluate(model)
+print("weights recorded under 'attn':", tuple(w.shape), "= (B, h, T, T)")
+assert min(accuracy_previous, accuracy_marked) > 0.95, "the two-job model should solve both jobs"
+on_previous, on_marker, on_itself = where_heads_look(w)
+head_previous, head_marker = int(on_previous.argmax()), int(on_marker.argmax())
+assert head_previous != head_marker, "the two heads should split the work"
+assert on_previous[head_previous] > 0.5 and on_marker[head_marker] > 0.9
+assert on_previous[head_previous] < on_marker[head_marker]  # the look-back head is the less focused one
+print(f"-> head {head_previous} looks back one step; head {head_marker} finds the marker.")
 
 # %% [markdown]
-# The heads split the work: one puts most of its weight one step back, the other on the marked digit, and
-# neither was told to. Seeing is believing; here are both heads on one sequence (`attention_grid` from
-# `course_utils`):
+# The heads split the work, and neither was told to: one puts more than half of its weight one step back, the
+# other nearly all of it on the marked digit. (A row of the table can add up to more than 1: the columns
+# overlap when the previous token or the token itself is the marked one, about 1 time in 12, so the same
+# weight counts twice.) Seeing is believing; here are both heads on one sequence, drawn by
+# `attention_grid(weights, tokens)` from `course_utils`, one panel per head, with the queries (the positions
+# attending) down and the keys (the positions attended to) across:
 
 # %% tags=["nbval-ignore-output"]
 x1 = x[:1]  # one sequence: (1, T)
@@ -356,17 +498,49 @@ one = attention["attn"][0]  # (h, T, T)
 attention_grid(one, labels(x1[0]), titles=["head 0", "head 1"], suptitle="Two heads, two jobs")
 
 # %% [markdown]
-# One head draws a diagonal just below the main one (each position looks one step back); the other draws a
-# vertical stripe at the marked digit (every position looks there). The same, interactively: pick the head
-# in the menu and hover the cells.
+# Both panels share one colour scale. The marker head draws a bright vertical stripe at the marked digit:
+# every query puts nearly all of its weight there. The other head draws a diagonal just below the main one,
+# each query looking one step back, but paler: part of its weight spreads over the token itself and its
+# neighbours, as the table measured. Its first row, which has no previous token, spreads its weight too.
+# The same, interactively: in a live notebook, pick the head in the menu and hover the cells (the static
+# image below shows every head).
 
 # %% tags=["nbval-ignore-output"]
 attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Pick a head")
 
 # %% [markdown]
-# This is what "multi-head" buys: one head alone would have to split a single softmax between the two
-# positions and could not tell the two digits apart. Real models have many heads per layer; some
-# specialise as cleanly as these, many do not, which is why such claims must be measured, as here.
+# ## 9. One head for two jobs?
+#
+# Is the second head needed? Train the same model with `n_heads=1` (one head of $d_k = 32$, and the same
+# number of parameters, section 5), with the same recipe, and measure it the same way:
+
+# %% tags=["nbval-ignore-output"]
+set_seed(0)
+one_head = TwoJobModel(n_heads=1).to(device)
+history_1 = train(one_head, batches(torch.Generator().manual_seed(0), config.batch_size), loss_fn, config,
+                  device=device, desc="one-head model")  # fmt: skip
+print(f"last training loss {history_1.loss[-1]:.3f}; ln 10 = {math.log(10):.3f}")
+accuracy_previous_1, accuracy_marked_1, w_1 = evaluate(one_head)
+on_previous_1, on_marker_1, _ = where_heads_look(w_1)
+print(f"answering the marked digit for both jobs scores 1/12 + 11/12 * 1/10 = {1 / 12 + 11 / 12 / 10:.1%} "
+      "on the previous digit")  # fmt: skip
+assert accuracy_previous_1 < 0.5 and accuracy_marked_1 > 0.95, "one head should keep one job and give up the other"
+assert on_marker_1[0] > 0.9 and abs(history_1.loss[-1] - math.log(10)) < 0.2
+
+# %% [markdown]
+# Its training loss stays on the plateau of section 7, near $\ln 10$: one job solved, the other at chance.
+# One softmax gives each position one weighted average of the value vectors. Both digits reach that average
+# through the same value projection, so a blend of the two (say half on the marker, half on the previous token)
+# would be one mixed vector from which the read-outs could not tell which digit came from where. This head
+# puts nearly all of its weight on the marker, so every position receives almost the same vector, the marked
+# digit's, and the read-outs, which see only that, keep the marked-digit job. The previous digit is simply not in what they see: the model has given
+# that job up. It still gets the previous digit right when the previous token happens to be the marked one
+# (1 time in 12) and, otherwise, by luck (1 time in 10): $\frac{1}{12} + \frac{11}{12} \cdot \frac{1}{10}$,
+# which is close to the accuracy printed above.
+#
+# This is what "multi-head" buys: here one softmax did not serve both jobs, two did, for the same number of
+# parameters (other seeds: see Going further). Real models have many heads per layer; some specialise as cleanly as these, many do not, which
+# is why such claims must be measured, as here.
 #
 # ## Pitfalls
 #
@@ -376,8 +550,9 @@ attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Pick
 # | merging with `reshape` before transposing back | heads and positions interleaved | `transpose(1, 2)` first, then `reshape(B, T, d_model)` |
 # | `.view` after a transpose | `RuntimeError: view size is not compatible` | `.reshape`, or `.contiguous().view` |
 # | passing our mask to `nn.MultiheadAttention` | attends exactly where it must not | torch wants True = blocked: pass `~mask` |
-# | a mask without the head axis | `(B, T, T)` does not broadcast against `(B, h, T, T)` | `(B, 1, T, T)`, or `(B, 1, 1, T)` for padding |
-# | `d_model % n_heads != 0` | heads of unequal size | pick `n_heads` among the divisors of `d_model` |
+# | a mask without the head axis, `(B, T, T)` | its batch axis lines up with the head axis of `(B, h, T, T)`: an error when $B \neq h$ (and $B > 1$); when $B = h$, no error, and sequence $b$'s mask is applied to head $b$ of every sequence | `(B, 1, T, T)`, or `(B, 1, 1, T)` for padding |
+# | `d_model % n_heads != 0` | an error (`ValueError` from `MultiHeadAttention`; in a hand-written module without a check, a `RuntimeError` from `view`); with projections sized `h * (d_model // h)` and no check, no error, and heads that together are narrower than `d_model` | pick `n_heads` among the divisors of `d_model` |
+# | forgetting `optimizer.zero_grad()` | `backward` adds to the old gradients: each step uses the sum of all past gradients, no error | zero the gradients every step, as `train` does |
 #
 # ## Summary
 #
@@ -385,7 +560,10 @@ attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Pick
 #   concatenates them and mixes them with $W^O$.
 # - In code: one `Linear` per role, then `view(B, T, h, d_k).transpose(1, 2)`; back with `transpose(1, 2).reshape`.
 # - $4 d_{\text{model}}^2 + 4 d_{\text{model}}$ parameters, whatever $h$.
-# - Heads can learn clearly different jobs, and you can measure which.
+# - Training: forward and loss, `zero_grad`, `backward`, optimizer `step`, repeated. `course_utils.train` adds
+#   AdamW, warm-up and cosine decay (`lr_factor`), gradient clipping, a progress bar and a `History`.
+# - Check the first loss: knowing nothing, it is $\ln V$ for $V$ classes.
+# - Heads can learn clearly different jobs, and you can measure which; with one head, one job was given up.
 #
 # ## Exercises
 #
@@ -452,7 +630,7 @@ check_mha_parameter_count(mha_parameters)
 # ```
 # </details>
 #
-# **Going further.** Train `TwoJobModel(n_heads=1)` and compare the accuracy on the previous digit. Then try
-# `n_heads=4`: how many heads end up doing each job?
+# **Going further.** Train `TwoJobModel(n_heads=4)`: how many heads end up doing each job? Train the one-head
+# model of section 9 with other seeds: does it always give up the same job?
 #
 # Next: [03 · Positional encoding](03_positional_encoding.ipynb): how a Transformer knows where each token is.

@@ -56,8 +56,8 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 # ## 1. Attention cannot see order
 #
 # Shuffle the tokens of a sequence and feed both versions to a self-attention layer. If the layer knew
-# about order, the outputs would be unrelated. Instead, the output of the shuffled sequence is **exactly
-# the original output, shuffled the same way**: attention is *permutation-equivariant*.
+# about order, shuffling would change what each token's output is. Instead, the output of the shuffled
+# sequence is **exactly the original output, shuffled the same way**: attention is *permutation-equivariant*.
 
 # %%
 set_seed(0)
@@ -82,8 +82,11 @@ print("attention(shuffled tokens) == shuffled attention(tokens): order is invisi
 #   PE(pos, 2i+1) = \cos\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right)$$
 #
 # Each pair of dimensions $(2i, 2i+1)$ is a (sine, cosine) pair turning at its own angular frequency
-# $\omega_i = 1/10000^{2i/d_{\text{model}}}$: fast for the first pairs (wavelength $2\pi$), slower and slower up
-# to a wavelength of $10000 \cdot 2\pi$ for the last ones, like the hands of a clock with many hands.
+# $\omega_i = 1/10000^{2i/d_{\text{model}}}$, that is with wavelength $2\pi \cdot 10000^{2i/d_{\text{model}}}$
+# positions: fastest for the first pair (wavelength $2\pi$), slower and slower up to
+# $2\pi \cdot 10000^{(d_{\text{model}}-2)/d_{\text{model}}}$ for the last pair (47,117 positions for
+# $d_{\text{model}} = 64$, printed below), below the paper's bound of $10000 \cdot 2\pi$. Like a clock
+# with many hands, each turning at its own speed.
 #
 # In code, `two_i` *is* $2i$: the even indices 0, 2, 4, ... The formula is written once, as printed.
 
@@ -137,49 +140,78 @@ def buggy_encoding(max_len, d_model):
 d = 64
 pair = torch.arange(d // 2)
 fig, ax = plt.subplots(figsize=(7, 3), layout="constrained")
-ax.plot(pair, 2 * math.pi * 10000 ** (2 * pair / d), label="correct: 10000^(2i/d)")
-ax.plot(pair, 2 * math.pi * 10000 ** (4 * pair / d), "--", label="bug: 10000^(2·2i/d)")
-ax.axhline(2 * math.pi * 10000, color="gray", lw=0.8)
+ax.plot(pair, 2 * math.pi * 10000 ** (2 * pair / d), label=r"correct: $2\pi \cdot 10000^{2i/d}$")
+ax.plot(pair, 2 * math.pi * 10000 ** (4 * pair / d), "--", label=r"bug: $2\pi \cdot 10000^{2 \cdot 2i/d}$")
+ax.axhline(2 * math.pi * 10000, color="gray", lw=0.8, label=r"the paper's bound, $10000 \cdot 2\pi$")
 ax.set(yscale="log", xlabel="pair index i", ylabel="wavelength (positions)", title="Wavelength of each (sin, cos) pair")
 ax.legend()
 plt.close(fig)
 fig
 
 # %% [markdown]
-# With the bug, about half of the pairs get wavelengths far beyond the paper's longest, $10000 \cdot 2\pi$:
+# With the bug, about half of the pairs get wavelengths beyond the paper's bound $10000 \cdot 2\pi$:
 # over any realistic sentence they barely move, so those dimensions carry (almost) no position at all.
-# Nothing crashes, which is why this bug survives in so many tutorials. Measured:
+# Nothing crashes, which is why this bug survives in so many tutorials. Measured below: the longest
+# wavelength, the pairs beyond the bound, and the pairs that turn by less than 0.1 radian over a whole
+# sequence of 512 positions (their sine moves by less than 0.1, their cosine stays near 1: nearly constant).
 
 # %%
 two_i = torch.arange(0, d, 2, dtype=torch.float64)
 wavelength = {"correct": 2 * math.pi * 10000 ** (two_i / d), "buggy": 2 * math.pi * 10000 ** (2 * two_i / d)}
+T_long = 512  # positions 0 .. 511
 for name, w in wavelength.items():
+    turn = 2 * math.pi / w * (T_long - 1)  # (d / 2,): angle each pair turns from position 0 to 511
     print(f"{name:>8}: longest wavelength {w.max():>13,.0f} positions; "
-          f"pairs beyond 10000·2π: {int((w > 2 * math.pi * 10000).sum())} of {d // 2}")  # fmt: skip
+          f"pairs beyond 10000·2π: {int((w > 2 * math.pi * 10000).sum()):2d} of {d // 2}; "
+          f"pairs turning < 0.1 rad over {T_long} positions: {int((turn < 0.1).sum()):2d} of {d // 2}")  # fmt: skip
 torch.testing.assert_close(buggy_encoding(50, d)[:, :2], sinusoidal_encoding(50, d)[:, :2])  # the first pair agrees...
 print("the first pair is identical, so a quick look at PE[:, :2] does not reveal the bug")
 
+# %% [markdown]
+# With the correct formula only the last 2 pairs are that slow over 512 positions (they are there to tell
+# apart positions thousands of steps apart); with the bug it is more than half of them.
+#
 # ## 3. Looking at the encoding
 #
-# Each row is one position, each column one dimension. The left columns oscillate fast, the right ones
-# slowly: every position gets a unique pattern, and nearby positions get similar ones.
+# Each row is one position, each column one dimension; $+1$ is dark red, $-1$ dark blue. The left columns
+# oscillate fast, and the further right, the slower: every position gets its own pattern of colours, and
+# nearby positions get similar ones. The right-most columns barely change over these 50 positions (sine
+# columns stay near 0, white; cosine columns near 1, red): their wavelengths run into the thousands, so they
+# only tell apart positions that are far apart. The cell prints where that starts.
 
 # %%
-positional_encoding_heatmap(sinusoidal_encoding(50, 64))
+pe = sinusoidal_encoding(50, 64)
+change = pe.max(dim=0).values - pe.min(dim=0).values  # (64,): how far each column moves over 50 positions
+still = next(dim for dim in range(64) if (change[dim:] < 0.1).all())
+print(f"from dimension {still} on, every column moves by less than 0.1 over these 50 positions")
+positional_encoding_heatmap(pe)
 
 # %% [markdown]
-# The same matrix, interactive: hover any cell to read position, dimension and value.
+# The same matrix as an interactive chart, with the same colours: hover any cell to read its position,
+# dimension and value.
 
 # %% tags=["nbval-ignore-output"]
 positional_encoding_chart(sinusoidal_encoding(50, 64))
 
 # %% [markdown]
-# Single columns are plain sine and cosine waves. Their wavelength grows geometrically with the dimension:
+# Single columns are plain sine and cosine waves, sampled at whole positions (the dots). Their wavelength
+# $2\pi \cdot 10000^{2i/d_{\text{model}}}$ grows geometrically with the pair index $i$. Five columns over
+# 100 positions:
 
 # %%
-positional_waves(
-    sinusoidal_encoding(100, 64), dims=(0, 1, 10, 20, 40), title="Columns of PE: waves of growing wavelength"
-)
+pe = sinusoidal_encoding(100, 64)
+dims = (0, 1, 10, 20, 40)
+for dim in dims:
+    print(f"dim {dim:2d}: wavelength {2 * math.pi * 10000 ** ((dim - dim % 2) / 64):7,.1f} positions")
+print(f"dim 40 over positions 0..99: from {pe[0, 40]:.2f} to {pe[99, 40]:.2f}")
+positional_waves(pe, dims=dims, title="Columns of PE: waves of growing wavelength")
+
+# %% [markdown]
+# Dimensions 0 and 1 are a sine and its cosine with the same short wavelength $2\pi$, a quarter-turn apart:
+# they repeat every few positions. Dimension 10 completes a cycle about every 26 positions, dimension 20
+# just under one in these 100 positions. Dimension 40 (wavelength 1,986.9) has only begun its first rise
+# and looks like a straight line from 0.00 to 0.31: of little use for telling neighbours apart, but it still moves
+# over hundreds of positions, where the fast columns have long since repeated.
 
 # %% [markdown]
 # ## 4. Similarity depends on distance only
@@ -187,23 +219,38 @@ positional_waves(
 # How similar are the encodings of two positions? For each pair,
 # $PE(p) \cdot PE(p+k) = \sum_i \left[\sin(\omega_i p)\sin(\omega_i (p+k)) + \cos(\omega_i p)\cos(\omega_i (p+k))\right]
 #  = \sum_i \cos(\omega_i k)$:
-# it depends on the distance $k$ only, not on $p$. Measured from three different starting positions:
+# it depends on the distance $k$ only, not on $p$. At $k = 0$ every term is $\sin^2 + \cos^2 = 1$, so the
+# peak is $d_{\text{model}}/2$. Measured from three different starting positions:
 
 # %%
 pe = sinusoidal_encoding(200, 64)
+ks = torch.arange(-20, 81)  # distances k = -20 .. 80
+omegas = 1 / 10000 ** (torch.arange(0, 64, 2) / 64)  # (32,): omega_i
+formula = torch.cos(ks[:, None] * omegas).sum(dim=1)  # (101,): sum_i cos(omega_i k)
 fig, ax = plt.subplots(figsize=(7, 3), layout="constrained")
 for p, style, width in ((20, "-", 5), (60, "--", 2.5), (100, ":", 1.5)):
-    ks = torch.arange(-20, 81)
-    ax.plot(ks, pe[p + ks] @ pe[p], style, lw=width, label=f"from position {p}")
+    similarity = pe[p + ks] @ pe[p]  # (101,): PE(p + k) . PE(p) for every k
+    torch.testing.assert_close(similarity, formula, atol=1e-4, rtol=0)  # the same curve from every p
+    ax.plot(ks, similarity, style, lw=width, label=f"from position {p}")
 ax.set(xlabel="distance k", ylabel="PE(p) · PE(p + k)", title="Dot product between positions")
 ax.legend()
 plt.close(fig)
 fig
 
 # %% [markdown]
-# The three curves lie exactly on top of each other: the similarity is the same function of distance wherever you start, highest at
-# $k = 0$ and symmetric in $\pm k$.
-#
+# The three curves lie on top of each other, and on $\sum_i \cos(\omega_i k)$ (the cell asserts it): the
+# similarity is the same function of distance wherever you start. It is highest at $k = 0$ and symmetric in
+# $\pm k$, since cosine is even:
+
+# %%
+peak = int(formula.argmax())
+print(f"highest at k = {int(ks[peak])}: PE(p) · PE(p) = {float(pe[20] @ pe[20]):.1f} = d_model / 2")
+assert int(ks[peak]) == 0 and (formula[ks != 0] < formula[peak]).all()
+for k in range(1, 21):  # the plotted range of negative distances
+    torch.testing.assert_close(pe[60 - k] @ pe[60], pe[60 + k] @ pe[60], atol=1e-4, rtol=0)
+print("symmetric: PE(p) · PE(p - k) == PE(p) · PE(p + k) for k = 1 .. 20")
+
+# %% [markdown]
 # ## 5. Relative positions are rotations
 #
 # The paper chose sinusoids because "for any fixed offset $k$, $PE_{pos+k}$ can be represented as a linear
@@ -236,27 +283,55 @@ for k in (1, 7, 50):
 
 # %% [markdown]
 # A linear map is something attention's projections $W^Q$ and $W^K$ can learn. That is how, in chapter 02,
-# one head learned to look exactly one step back from every position.
+# one head learned to put most of its weight one step back from every position.
 #
 # ## 6. The module
 #
-# `course_utils.PositionalEncoding(d_model, dropout, max_len)` precomputes the table once and adds its first
-# $T$ rows to embeddings of shape `(B, T, d_model)`. The table is a **buffer**: it moves with
-# `.to(device)`, but it is not a parameter (nothing learns it) and not saved in the state dict.
+# `course_utils.PositionalEncoding(d_model, dropout, max_len)` precomputes the `(max_len, d_model)` table
+# once and adds its first $T$ rows to embeddings of shape `(B, T, d_model)`. It then applies *dropout*:
+# during training, each entry is zeroed with probability `dropout` (and the others scaled up by
+# $1/(1-\text{dropout})$), a regulariser that chapter 04 explains; `dropout=0.0`, used here, turns it off.
+#
+# The table is stored with one line in `__init__`:
+#
+# ```python
+# self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+# ```
+#
+# A **buffer** is a tensor that belongs to the module without being a parameter: it follows `.to(device)`
+# and `.to(dtype)` with the rest of the model, but nothing learns it. `persistent=False` also keeps it out
+# of the state dict, so checkpoints do not store a table that is recomputed anyway.
 
 # %%
 positional = PositionalEncoding(d_model=16, dropout=0.0, max_len=100)
 embeddings = torch.zeros(2, 5, 16)  # (B, T, d_model)
 out = positional(embeddings)
-print(
-    "output:",
-    tuple(out.shape),
-    "| buffer pe:",
-    tuple(positional.pe.shape),
-    "| parameters:",
-    sum(p.numel() for p in positional.parameters()),
-)
-torch.testing.assert_close(out[0], my_sinusoidal_encoding(5, 16))
+print("output:", tuple(out.shape), "= (B, T, d_model)")
+torch.testing.assert_close(out[0], my_sinusoidal_encoding(5, 16))  # zeros + PE = PE
+print("buffers:", [(name, tuple(buffer.shape)) for name, buffer in positional.named_buffers()])
+print("parameters:", sum(p.numel() for p in positional.parameters()))
+print("state dict keys:", list(positional.state_dict()))
+assert list(positional.state_dict()) == [] and not list(positional.parameters())
+
+
+class PlainAttribute(nn.Module):  # the table as a plain attribute instead of a buffer
+    def __init__(self):
+        super().__init__()
+        self.pe = sinusoidal_encoding(100, 16)
+
+
+print("after .to(torch.float64): buffer", PositionalEncoding(16, 0.0, 100).to(torch.float64).pe.dtype,
+      "| plain attribute", PlainAttribute().to(torch.float64).pe.dtype)  # fmt: skip
+
+# %% [markdown]
+# The plain attribute did not follow the module; on a GPU it would stay behind on the CPU in the same way.
+# A sequence longer than `max_len` is refused with a clear message:
+
+# %%
+try:
+    positional(torch.zeros(1, 150, 16))  # T = 150 > max_len = 100
+except ValueError as error:
+    print("ValueError:", error)
 
 # %% [markdown]
 # With positions added, the permutation test of section 1 fails, as it should: the layer now sees order.
@@ -268,17 +343,20 @@ out, _ = attention(with_positions, with_positions, with_positions)
 out_of_shuffled, _ = attention(shuffled_with_positions, shuffled_with_positions, shuffled_with_positions)
 same = torch.allclose(out_of_shuffled, out[:, shuffle], atol=1e-5)
 print("still permutation-equivariant?", same)
+assert not same
 
 # %% [markdown]
 # Adding (rather than concatenating) keeps the width at $d_{\text{model}}$. It works because embeddings and
 # encodings get on together: the paper multiplies embeddings by $\sqrt{d_{\text{model}}}$, and
-# `course_utils.Transformer` initialises them so that the product has the same scale as the sinusoids in
-# $[-1, 1]$ (chapter 06). An embedding thousands of times larger would drown the position signal.
+# the full model of chapter 06 initialises them so that the product has the same scale as the sinusoids in
+# $[-1, 1]$. Much larger embeddings drown the position signal: chapter 06 shows that with `nn.Embedding`'s
+# default initialisation the scaled embeddings are 32 times larger than the encoding at
+# $d_{\text{model}} = 512$, already too much.
 #
 # ## 7. Alternatives
 #
 # **Learned position embeddings** (BERT, GPT-2, chapter 07): a table `nn.Embedding(max_len, d_model)`
-# trained like the word embeddings. Simple and flexible, but it has $\text{max\_len} \times d_{\text{model}}$
+# trained like the word embeddings. Simple and flexible, but it has `max_len` $\times\ d_{\text{model}}$
 # parameters and knows nothing about positions it never saw in training; the paper found both variants
 # "nearly identical" in quality.
 
@@ -295,7 +373,9 @@ except IndexError as error:
 # **Rotary position embeddings** (RoPE; Su et al. 2021, used by LLaMA and most recent models) take the
 # rotation idea of section 5 one step further: instead of *adding* a position vector, they *rotate* each
 # query and key by an angle proportional to its position. A dot product of two rotated vectors depends only
-# on the **difference** of their angles, so attention scores depend on relative position directly:
+# on the **difference** of their angles, so attention scores depend on relative position directly. (The
+# matrix below is the usual rotation of a vector $(x, y)$; section 5's $M_k$ looks transposed only because its
+# pairs are written $(\sin, \cos)$, with the sine first.)
 
 
 # %%
@@ -305,9 +385,12 @@ def rotate(v, position, omega=0.3):
     return torch.tensor([[c, -s], [s, c]]) @ v
 
 
-q, k = torch.tensor([1.0, 0.5]), torch.tensor([0.2, -1.0])
+q, key = torch.tensor([1.0, 0.5]), torch.tensor([0.2, -1.0])
+scores = []
 for m, n in ((3, 1), (10, 8), (42, 40)):
-    print(f"query at {m:2d}, key at {n:2d} (distance {m - n}): score = {rotate(q, m) @ rotate(k, n):.4f}")
+    scores.append(rotate(q, m) @ rotate(key, n))
+    print(f"query at {m:2d}, key at {n:2d} (distance {m - n}): score = {scores[-1]:.4f}")
+torch.testing.assert_close(torch.stack(scores), scores[0].expand(3))
 
 # %% [markdown]
 # Same distance, same score. Real RoPE applies this to every pair of dimensions with the frequencies
@@ -317,10 +400,10 @@ for m, n in ((3, 1), (10, 8), (42, 40)):
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | `10000 ** (2 * i / d)` with `i` already stepping by 2 | half the dimensions nearly constant; no error | `two_i = arange(0, d, 2)` and `10000 ** (two_i / d)` |
+# | `10000 ** (2 * i / d)` with `i` already stepping by 2 | about half the pairs nearly constant over a sequence (17 of 32 above); no error | `two_i = arange(0, d, 2)` and `10000 ** (two_i / d)` |
 # | sin and cos swapped, or interleaved differently | a valid but different encoding; pretrained weights break | even dims sine, odd dims cosine, as printed |
 # | the table as an `nn.Parameter`, or a plain attribute | it gets trained, or stays on the CPU when the model moves | `register_buffer("pe", ..., persistent=False)` |
-# | sequences longer than `max_len` | an indexing error deep in the model | build with a large enough `max_len`; `PositionalEncoding` says so |
+# | sequences longer than `max_len` | `PositionalEncoding` raises a `ValueError` that names both lengths; a learned table fails with an `IndexError` | build with `max_len` at least the longest sequence |
 # | embeddings far larger than the encoding | positions drowned out | scale embeddings to match (chapter 06) |
 #
 # ## Summary
@@ -383,8 +466,10 @@ check_position_shift(my_shift)
 # ```
 # </details>
 #
-# **Going further.** In chapter 02's two-job model, replace `PositionalEncoding` with a learned
-# `nn.Embedding(12, d_model)` of positions. Does the "previous digit" head still appear?
+# **Going further.** In chapter 02's two-job model, replace `PositionalEncoding` with a learned table
+# `self.positions = nn.Embedding(12, d_model)`. It is not a drop-in swap: the table maps position numbers to
+# vectors, so `forward` must add them itself, `h = embeddings + self.positions(torch.arange(x.size(1), device=x.device))`.
+# Does the "previous digit" head still appear?
 #
 # Next: [04 · The encoder](04_encoder.ipynb): layer normalisation, residual connections, the feed-forward
 # network, and the encoder layer, checked against `nn.TransformerEncoderLayer`.

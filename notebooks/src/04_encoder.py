@@ -132,8 +132,15 @@ for d in (4, 16, 512):
 flat = torch.tensor([[1.0, 1.001, 0.999, 1.0]])  # a token whose features are almost equal
 print("nearly constant token, true:    ", F.layer_norm(flat, (4,)).round(decimals=3))
 print("nearly constant token, tutorial:", tutorial_layer_norm(flat).round(decimals=3))
+print(f"that token's variance: {flat.var(-1, unbiased=False).item():.0e}, far below eps = 1e-5")
 
 # %% [markdown]
+# The near-constant token shows the $\epsilon$ placement. Its variance (printed) is far below $\epsilon$, so in
+# the true LayerNorm $\epsilon$ dominates the denominator and shrinks the token towards 0: its differences of
+# $10^{-3}$ come out as about $\pm 0.3$. The tutorial version adds $\epsilon$ to the much larger standard
+# deviation, where it hardly counts, and blows the same differences up to about $\pm 1.2$, as if they
+# were as meaningful as those of any other token.
+#
 # Trained from scratch, $\gamma$ could absorb the constant factor; but weights trained with `nn.LayerNorm`
 # (any pretrained model) give wrong outputs with the tutorial version, and the $\epsilon$ placement changes
 # how near-constant tokens are treated. `course_utils.LayerNorm` is the real one.
@@ -142,7 +149,9 @@ print("nearly constant token, tutorial:", tutorial_layer_norm(flat).round(decima
 #
 # Each sublayer's output is **added** to its input: $x + \mathrm{Sublayer}(x)$. The identity path gives the
 # gradient a direct route to early layers. Without it, the gradient must pass through every layer's Jacobian
-# and shrinks (or explodes) with depth. Measured on 30 small layers at initialisation:
+# (the matrix of its outputs' derivatives with respect to its inputs), one matrix product per layer, and it
+# shrinks (or explodes) with depth. Measured on 30 small layers at initialisation (PyTorch's default
+# initialisation of `nn.Linear`):
 
 
 # %%
@@ -161,8 +170,9 @@ print(f"gradient norm at the input of 30 layers: plain {gradient_at_input(False)
       f"residual {gradient_at_input(True):.2e}")  # fmt: skip
 
 # %% [markdown]
-# Many orders of magnitude apart: in the plain stack the first layers would barely learn. Residual
-# connections are why Transformers can be 6, 12 or 96 layers deep.
+# Many orders of magnitude apart: in the plain stack the first layers would barely learn. A careful
+# initialisation narrows this gap in a plain stack, but only the residual path hands every layer the gradient
+# of the layers above unchanged, whatever the weights: one reason Transformers can be 6, 12 or 96 layers deep.
 #
 # ## 4. The position-wise feed-forward network
 #
@@ -196,7 +206,7 @@ print(f"paper's base layer: attention {attention_params:,} parameters, FFN {ffn_
 # so the expected value is unchanged; in evaluation it does nothing. The paper applies it to the output of
 # every sublayer **before** the residual addition, and to the sum of embeddings and positional encodings;
 # PyTorch's layers (and ours) also apply it to the attention weights and inside the FFN. Forgetting
-# `model.eval()` at test time is a classic bug: outputs become random.
+# `model.eval()` at test time is a classic bug: outputs become noisy and change from call to call.
 
 # %%
 layer = EncoderLayer(d_model=16, n_heads=4, d_ff=64, dropout=0.1)
@@ -243,8 +253,10 @@ class MyEncoderLayer(nn.Module):
 # ### Equal to `course_utils` and to `nn.TransformerEncoderLayer`
 #
 # `EncoderLayer.from_torch` copies the weights of a PyTorch layer (ReLU, `batch_first=True`, either norm
-# order). PyTorch's padding mask is `True` = pad, the opposite of ours: we pass `~mask`. In evaluation, PyTorch's
-# fast path may return zeros at padded positions, so we compare the real positions, the ones that matter.
+# order). PyTorch's padding mask is `True` = pad, the opposite of ours: we pass `~mask`. We compare the outputs at
+# the real positions only: the outputs at padded positions are meaningless (no token attends to them, and no
+# loss should read them), and PyTorch does not even promise them (`nn.TransformerEncoder`'s nested-tensor fast
+# path, used in evaluation without gradients, returns zeros there).
 
 # %%
 src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]])  # token ids, 0 = padding
@@ -275,7 +287,7 @@ for norm_first in (False, True):
 base = Encoder(d_model=512, n_heads=8, d_ff=2048, n_layers=6, dropout=0.1)
 torch_base = nn.TransformerEncoder(
     nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True), num_layers=6, enable_nested_tensor=False
-)
+)  # enable_nested_tensor=False: no fast path that packs padded batches (not needed to count parameters)
 print(
     f"base encoder, N=6: {count_parameters(base):,} parameters (nn.TransformerEncoder: {count_parameters(torch_base):,})"
 )
@@ -297,12 +309,15 @@ print("outputs at real positions are unchanged by whatever sits in the padding: 
 # %% [markdown]
 # ## 8. Post-norm or pre-norm? Measured
 #
-# The paper trained its post-norm Transformer with a learning-rate **warm-up**: small steps first, the full
-# learning rate only later. Why? In a post-norm stack, every sublayer's output passes through all the
-# LayerNorms above it, so early, large updates reshape the whole stack at once; in a pre-norm stack each
-# layer only *adds* to an identity path that nothing rescales, and the model starts close to the identity.
-# Xiong et al. (2020) and Liu et al. (2020) analyse this in detail. Let us measure it on a toy task:
-# **sort 10 digits**, an encoder-only problem (position $i$ must output the $i$-th smallest digit).
+# The paper trained its post-norm Transformer with a learning-rate **warm-up** (chapter 02): small steps first,
+# the full learning rate only later. Why? Xiong et al. (2020, "On Layer Normalization in the Transformer
+# Architecture") show that at initialisation a post-norm stack has large gradients for the parameters near its
+# output, so large early steps are unstable; in a pre-norm stack, where each layer only *adds* to a residual
+# path that no LayerNorm rescales, the gradients are well-behaved and the warm-up can be dropped. Liu et al.
+# (2020, "Understanding the Difficulty of Training Transformers") trace post-norm's trouble to how strongly
+# each layer's output depends on its residual branch, which amplifies small changes of the weights. Let us
+# measure it on a toy task: **sort 10 digits**, an encoder-only problem (position $i$, counting from 0, must
+# output the digit of rank $i$: position 0 the smallest).
 
 # %%
 T_SORT = 10
@@ -318,7 +333,8 @@ class Sorter(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.embed = nn.Embedding(10, d_model)
-        nn.init.normal_(self.embed.weight, std=d_model**-0.5)  # times sqrt(d_model) below: std 1 (chapter 06)
+        # times sqrt(d_model) below, as in the paper: std 1, the scale of the sinusoids (chapter 03)
+        nn.init.normal_(self.embed.weight, std=d_model**-0.5)
         self.positions = PositionalEncoding(d_model, max_len=T_SORT)
         self.encoder = Encoder(d_model, n_heads, 2 * d_model, n_layers, dropout=0.0, norm_first=norm_first)
         self.out = nn.Linear(d_model, 10)
@@ -338,9 +354,18 @@ def sort_loss(model, x, y):
 
 
 # %% [markdown]
-# Train a 12-layer sorter three ways with a deliberately high learning rate, `1e-2`, for 100
-# steps: post-norm without warm-up, post-norm with warm-up, and pre-norm without warm-up. The recipe is printed
-# once; only `norm_first` and `warmup_steps` change.
+# Train a 12-layer sorter three ways with a deliberately high learning rate, `1e-2`, for 100 steps: post-norm
+# without warm-up, post-norm with warm-up, and pre-norm without warm-up. `train` and `TrainConfig` are chapter
+# 02's training loop and recipe. Besides the steps, the learning rate and the warm-up, three settings matter
+# here:
+#
+# - `grad_clip=None` turns off gradient clipping, which `train` does by default and which would soften the very
+#   instability we want to see;
+# - `label_smoothing=0.0`: the loss is plain cross-entropy;
+# - `schedule="constant"`: no decay. With `warmup_steps=0` the rate is `1e-2` from the first step; with
+#   `warmup_steps=25` it rises linearly over the first 25 steps, a quarter of the run, then stays at `1e-2`.
+#
+# The recipe is printed once; only `norm_first` and `warmup_steps` change between the runs.
 
 # %% tags=["nbval-ignore-output"]
 base_config = TrainConfig(
@@ -355,50 +380,115 @@ for name, (norm_first, warmup) in runs.items():
     batches = sort_batches(64, seed=0)  # the same batches for every run
     config = dataclasses.replace(base_config, warmup_steps=warmup)
     histories[name] = train(sorters[name], batches, sort_loss, config, device=device, desc=name)
+lr = histories["post-norm, warm-up"].lr
+print(f"warm-up run's learning rate at steps 1, 12, 25, 100: {lr[0]:.4f}, {lr[11]:.4f}, {lr[24]:.4f}, {lr[99]:.4f}")
+
+# %% [markdown]
+# Now measure each sorter on 1,000 new sequences: the share of digits in the right place, and the share of
+# sequences sorted without a single mistake. A model that knows nothing gives each of the 10 digits
+# probability 1/10, a loss of $\ln 10$ (chapter 02's first-loss check).
 
 # %% tags=["nbval-ignore-output"]
 test_x, test_y = (t.to(device) for t in sort_batch(1000, torch.Generator().manual_seed(99)))
+uniform = math.log(10)
+print(f"uniform guess over 10 digits: loss ln 10 = {uniform:.3f}\n")
+print(f"{'':22} {'first loss':>10} {'final loss':>10} {'digits right':>13} {'sequences sorted':>17}")
+final, digits, sequences = {}, {}, {}
 for name, model in sorters.items():
     model.eval()  # train() leaves a model in the mode it found; evaluation wants eval mode
     with torch.no_grad():
-        accuracy = (model(test_x).argmax(-1) == test_y).float().mean().item()
-    print(f"{name:22}: final loss {sum(histories[name].loss[-10:]) / 10:.2f}, digits in the right place {accuracy:.0%}")
+        right = model(test_x).argmax(-1) == test_y  # (1000, T)
+    loss = histories[name].loss
+    final[name] = sum(loss[-10:]) / 10  # mean of the last 10 steps
+    digits[name], sequences[name] = right.float().mean().item(), right.all(dim=1).float().mean().item()
+    print(f"{name:22} {loss[0]:10.2f} {final[name]:10.2f} {digits[name]:13.0%} {sequences[name]:17.0%}")
+    assert abs(loss[0] - uniform) < 0.3  # an untrained sorter starts near ln 10
 
-# %%
-loss_curve(*histories.values(), labels=list(histories), title="Sorting digits with 12 layers, lr = 1e-2", smooth=5)
+stuck = histories["post-norm, no warm-up"].loss
+settled = next((i + 1 for i in range(len(stuck)) if all(abs(v - uniform) < 0.05 for v in stuck[i:])), None)
+print(f"\npost-norm, no warm-up: loss within 0.05 of ln 10 from step {settled} to the end")
+assert settled is not None and settled <= 50  # stuck at ln 10 for (at least) the second half of the run
+assert final["post-norm, no warm-up"] > 2.2 and sequences["post-norm, no warm-up"] == 0
+assert final["post-norm, warm-up"] < 1.0 and final["pre-norm, no warm-up"] < 1.0
+assert digits["pre-norm, no warm-up"] > 0.5 > digits["post-norm, no warm-up"]
 
 # %% [markdown]
-# Read the table: with this learning rate and no warm-up, the post-norm stack stays at (or near) the starting
-# loss of $\ln 10 \approx 2.3$, chance level with 10% of digits right; the same stack with a short warm-up
-# learns; the pre-norm stack learns without any warm-up. (We saw the same ordering with every seed we tried.) That is why the paper needed its warm-up schedule, and why
-# most large models since are pre-norm. Post-norm can still reach slightly better final quality when it
-# trains well (some studies find so), so both remain in use; `course_utils` defaults to the paper's post-norm, and
-# `norm_first=True` switches.
+# The loss curves below are running means over 5 steps (`smooth=5`), on a log scale; the dashed line is
+# $\ln 10$.
+
+# %% tags=["nbval-ignore-output"]
+loss_curve(
+    *histories.values(), labels=list(histories), title="Sorting digits with 12 layers, lr = 1e-2", smooth=5,
+    levels={"uniform guess, ln 10": uniform},
+)  # fmt: skip
+
+# %% [markdown]
+# Read the table and the curves. All three runs start near $\ln 10$. With this learning rate and no warm-up,
+# the post-norm stack collapses to $\ln 10$ within a few steps and stays there to the end (the step is printed
+# above; its curve lies on the dashed line). A loss of $\ln 10$ means it gives every digit a probability of
+# about 1/10 whatever the input: it puts about one digit in ten in the right place and sorts no sequence. The
+# same stack with a warm-up over the first quarter of the run learns, and the pre-norm
+# stack learns without any warm-up. This is the instability the paper's warm-up guards against, and one reason
+# most large models since are pre-norm. When it does train well, post-norm can reach slightly better final
+# quality than pre-norm (Liu et al. 2020 report this for translation), something a 100-step toy run cannot
+# show; so both remain in use. `course_utils` defaults to the paper's post-norm, and `norm_first=True` switches.
 #
 # ## 9. What do the layers attend to?
 #
-# The pre-norm sorter learned to sort in 100 steps. Here are four heads of its first, middle and last layer
-# on one input. Columns are the input digits; each row is an output position, labelled with the digit it
-# outputs (the digit of its rank), which it must find among the columns.
+# After 100 steps the pre-norm sorter puts most digits in the right place, though it sorts fewer whole
+# sequences without a mistake (both printed above). `record_attention` (chapter 02) keeps every attention
+# module's weights under the module's name; here it records all 12 layers on the 1,000 test sequences at once.
+# How focused is each head? The **entropy** of an attention row $a$ over the $T$ keys,
+# $H(a) = -\sum_j a_j \ln a_j$, is $\ln T$ when the row spreads its weight evenly and 0 when it puts it all on
+# one key; $e^{H}$ is the number of keys an even split would spread over. The cell prints each head's entropy,
+# averaged over rows and sequences (layers and heads are counted from 1 here; the module names count from 0).
 
 # %% tags=["nbval-ignore-output"]
 sorter = sorters["pre-norm, no warm-up"]
-digits = test_x[:1]  # (1, T)
 with torch.no_grad(), record_attention(sorter) as attention:  # every attention module's weights, by name
-    prediction = sorter(digits).argmax(-1)
-print("input :", digits[0].tolist())
+    prediction = sorter(test_x).argmax(-1)  # (1000, T)
+n_layers, n_heads = len(sorter.encoder.layers), 4
+weights = torch.stack([attention[f"encoder.layers.{i}.self_attn"] for i in range(n_layers)])  # (12, 1000, 4, T, T)
+entropy = -(weights * weights.clamp_min(1e-12).log()).sum(-1).mean(dim=(1, 3))  # (12, 4): layer, head
+print(f"mean entropy of each head's attention rows (even split over {T_SORT} keys: ln {T_SORT} = {uniform:.2f})")
+print("         " + "".join(f"head {h + 1}  " for h in range(n_heads)))
+for i in range(n_layers):
+    print(f"layer {i + 1:2}  " + "".join(f"{e:6.2f}  " for e in entropy[i].tolist()))
+order = entropy.flatten().argsort().tolist()  # most focused head first
+shown = [divmod(k, n_heads) for k in order[:3] + order[-3:]]  # (layer, head): 3 most focused, 3 most diffuse
+(layer, head), lowest = shown[0], entropy.min().item()
+print(f"\nmost focused head: layer {layer + 1}, head {head + 1}, entropy {lowest:.2f}, "
+      f"like an even split over {math.exp(lowest):.1f} of the {T_SORT} keys")  # fmt: skip
+assert lowest > 0.5  # no head is close to one-hot
+
+# %% [markdown]
+# On average no head comes close to one-hot: even the most focused one spreads its weight like an even split
+# over several keys (printed). Averages hide variety, though. Here are the three most focused heads (top row)
+# and the three most diffuse (bottom row) on one test sequence. Columns are the input digits (keys); each row
+# is an output position, labelled `i→d`: position `i`, which outputs digit `d`, the digit it must find among
+# the columns. All panels share one colour scale, so a diffuse head looks uniformly dark.
+
+# %% tags=["nbval-ignore-output"]
+print("input :", test_x[0].tolist())
 print("output:", prediction[0].tolist())
-layers = (0, 5, 11)
-weights = torch.cat([attention[f"encoder.layers.{i}.self_attn"][0] for i in layers])  # (3 * h, T, T)
-titles = [f"layer {i + 1}, head {h}" for i in layers for h in range(4)]
+peaks = [weights[layer, 0, head].max().item() for layer, head in shown]  # largest weight in each panel
+print("largest weight in each panel:", ", ".join(f"{p:.2f}" for p in peaks))
+assert max(peaks[:3]) > 0.5 > max(peaks[3:])
 attention_grid(
-    weights, [str(d) for d in digits[0].tolist()], titles=titles, ncols=4, suptitle="Attention in the sorter"
+    torch.stack([weights[layer, 0, head] for layer, head in shown]),  # (6, T, T)
+    keys=[str(d) for d in test_x[0].tolist()],
+    queries=[f"{i}→{d}" for i, d in enumerate(prediction[0].tolist())],
+    titles=[f"layer {layer + 1}, head {head + 1} (H = {entropy[layer, head]:.2f})" for layer, head in shown],
+    ncols=3,
+    suptitle="Pre-norm sorter on one sequence: most focused heads (top), most diffuse (bottom)",
 )
 
 # %% [markdown]
-# `record_attention` (chapter 02) kept every layer's weights under its module's name. Early heads tend to spread
-# attention broadly (gathering which digits exist); later heads concentrate on particular digits. Patterns
-# differ from run to run; what to take away is the tool: any layer and head can be inspected.
+# In the focused heads, some rows put more than half of their weight on a single key while other rows stay
+# spread out; in the diffuse heads no weight reaches one half (the largest weights are printed). Compare a
+# bright cell's column digit with its row's output digit `d` to guess what a head looks for. Which head does
+# what would differ with another seed; what to take away is the tool: any layer and head can be measured and
+# drawn.
 #
 # ## Pitfalls
 #
@@ -407,16 +497,17 @@ attention_grid(
 # | LayerNorm with `x.std()` (unbiased) and `+ eps` outside the root | not LayerNorm; pretrained weights misbehave | `torch.sqrt(var(unbiased=False) + eps)`, or `nn.LayerNorm` |
 # | normalising over the batch or time axis | tokens influence each other's normalisation | normalise over the last axis (features) only |
 # | a pre-norm stack without a final LayerNorm | the output's scale grows with depth | `Encoder(norm_first=True)` adds it |
-# | forgetting `model.eval()` | dropout stays on: random predictions | `model.eval()` before evaluating |
-# | post-norm with a large learning rate from step 0 | training stalls or diverges | warm-up, or pre-norm |
-# | padding mask of the wrong convention for `nn.TransformerEncoderLayer` | attends only to padding | torch wants True = pad: `~mask` |
+# | forgetting `model.eval()` | dropout stays on: outputs are noisy and change from call to call | `model.eval()` before evaluating |
+# | post-norm with a large learning rate from step 0 | training can stall (section 8) or diverge | warm-up, or pre-norm |
+# | padding mask of the wrong convention for `nn.TransformerEncoderLayer` | attends only to padding (a row without padding blocks every key: NaN) | torch wants True = pad: `~mask` |
 #
 # ## Summary
 #
 # - LayerNorm normalises each token over its features: biased variance, $\epsilon$ inside the root.
 # - Residual connections keep gradients alive through deep stacks.
 # - The FFN is a per-position MLP holding two thirds of a layer's weights.
-# - Post-norm (the paper) needs warm-up; pre-norm trains without it.
+# - At a high learning rate, post-norm (the paper's order) needed a warm-up to learn the sorting task here;
+#   pre-norm learned without one.
 # - `course_utils.EncoderLayer` equals `nn.TransformerEncoderLayer` in both norm orders.
 #
 # ## Exercises

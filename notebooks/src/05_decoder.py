@@ -14,7 +14,7 @@
 # - the causal mask in the decoder, and a demonstration that future tokens never change earlier outputs;
 # - cross-attention: queries from the decoder, keys and values from the encoder, and what breaks when a
 #   tutorial swaps them;
-# - the decoder layer and stack, equal to `nn.TransformerDecoderLayer`;
+# - the decoder layer, checked equal to `nn.TransformerDecoderLayer`, and the decoder stack of $N$ layers;
 # - teacher forcing and the shifted target; the projection to vocabulary logits;
 # - a small encoder-decoder trained in seconds, whose cross-attention you can read.
 #
@@ -38,6 +38,7 @@ from course_utils import (
     CharTokenizer,
     Decoder,
     DecoderLayer,
+    Encoder,
     FeedForward,
     LayerNorm,
     MultiHeadAttention,
@@ -107,15 +108,19 @@ memory = torch.randn(1, 9, 16)  # the encoder's output: (B, S, d_model)
 changed = y.clone()
 changed[:, 4:] = torch.randn(1, 2, 16)  # rewrite positions 4 and 5: the "future" of positions 0-3
 
+moved = {}
 for name, tgt_mask in (("with the causal mask", causal_mask(6)), ("without a mask", None)):
     before = layer(y, memory, tgt_mask=tgt_mask)
     after = layer(changed, memory, tgt_mask=tgt_mask)
-    moved = (after[:, :4] - before[:, :4]).abs().max().item()
-    print(f"{name:22}: largest change of outputs 0-3 = {moved:.2e}")
+    moved[name] = (after - before)[0, :4].abs().amax(dim=-1)  # (4,): largest change at each of positions 0-3
+    print(f"{name:22}: largest change of outputs 0, 1, 2, 3 =", ", ".join(f"{v:.2e}" for v in moved[name].tolist()))
+assert (moved["with the causal mask"] == 0).all(), "masked: earlier outputs must not move at all"
+assert (moved["without a mask"] > 0).all(), "unmasked: every earlier output sees the future"
 
 # %% [markdown]
-# With the mask, positions 0–3 are untouched (exactly zero change); without it, every position depends on
-# the future. The same test on a whole trained model is among `course_utils`'s unit tests.
+# With the mask, positions 0–3 are untouched: exactly zero change, not merely a small one (the cell asserts it).
+# Without it, each of positions 0–3 moves: every position depends on the future. The same test on a whole
+# (untrained) `Transformer`, the complete model of section 6, is among `course_utils`'s unit tests.
 #
 # ## 3. Cross-attention: who asks whom
 #
@@ -138,7 +143,10 @@ print("weights", tuple(weights.shape), "= (B, h, T_target, S_source)")
 # would have the source's length 7). With **equal** lengths everything runs, and the model is silently broken:
 # each output position now mixes target tokens from **all** positions, the future included, through the
 # back door of cross-attention. The causal mask on self-attention cannot help. Measured with the same test
-# as in section 2:
+# as in section 2. `course_utils.DecoderLayer` computes its cross-attention sublayer in one method,
+# `_cross_attention(x, memory, src_mask)` (attention, then dropout; section 4 writes the whole layer out), so the
+# bug is a subclass that overrides only that method (it also drops the source mask, which this test does not
+# need):
 
 
 # %%
@@ -155,9 +163,13 @@ swapped.load_state_dict(right.state_dict())
 y, memory = torch.randn(1, 6, 16), torch.randn(1, 6, 16)  # S = T: the bug hides
 changed = y.clone()
 changed[:, 4:] = torch.randn(1, 2, 16)
+moved = {}
 for name, layer in (("queries from the decoder", right), ("queries from the encoder", swapped)):
-    moved = layer(changed, memory, tgt_mask=causal_mask(6))[:, :4] - layer(y, memory, tgt_mask=causal_mask(6))[:, :4]
-    print(f"{name}: largest change of outputs 0-3 when 4-5 change = {moved.abs().max().item():.2e}")
+    change = layer(changed, memory, tgt_mask=causal_mask(6))[:, :4] - layer(y, memory, tgt_mask=causal_mask(6))[:, :4]
+    moved[name] = change.abs().max().item()
+    print(f"{name}: largest change of outputs 0-3 when 4-5 change = {moved[name]:.2e}")
+assert moved["queries from the decoder"] == 0, "the right layer never sees the future"
+assert moved["queries from the encoder"] > 1e-3, "the swapped layer leaks it"
 
 # %% [markdown]
 # The swapped layer leaks the future even though its self-attention is masked: in training it would learn to
@@ -219,14 +231,24 @@ for norm_first in (False, True):
     print(f"✓ norm_first={norm_first}: MyDecoderLayer == course_utils.DecoderLayer == nn.TransformerDecoderLayer")
 
 # %% [markdown]
-# From now on we use `course_utils.DecoderLayer` and `Decoder`, the stack of $N$ layers. The paper's base
-# decoder has about a third more parameters than its encoder (the extra cross-attention):
+# From now on we use `course_utils.DecoderLayer` and `Decoder`, the stack of $N$ layers. How much bigger is
+# the paper's base decoder than the base encoder of chapter 04?
 
 # %%
 base_decoder = Decoder(d_model=512, n_heads=8, d_ff=2048, n_layers=6)
-print(
-    f"base decoder, N=6: {count_parameters(base_decoder):,} parameters; one layer {count_parameters(base_decoder.layers[0]):,}"
-)
+base_encoder = Encoder(d_model=512, n_heads=8, d_ff=2048, n_layers=6)
+n_dec, n_enc = count_parameters(base_decoder), count_parameters(base_encoder)
+print(f"base decoder, N=6: {n_dec:,} parameters; base encoder: {n_enc:,}; ratio {n_dec / n_enc:.2f}")
+layer = base_decoder.layers[0]
+n_layer, n_enc_layer = count_parameters(layer), count_parameters(base_encoder.layers[0])
+n_cross, n_norm = count_parameters(layer.cross_attn), count_parameters(layer.norm3)
+print(f"one decoder layer {n_layer:,} = one encoder layer {n_enc_layer:,}")
+print(f"                  + cross-attention {n_cross:,} + a third LayerNorm {n_norm:,}")
+assert n_layer == n_enc_layer + n_cross + n_norm
+
+# %% [markdown]
+# The decoder has about a third more parameters than the encoder (ratio 1.33): each of its layers adds a
+# cross-attention (1,050,624 parameters, as many as the self-attention) and a third LayerNorm (1,024).
 
 # %% [markdown]
 # ## 5. Teacher forcing and the shifted target
@@ -235,10 +257,18 @@ print(
 # **shifted right** and predicts it **shifted left**: position $t$ sees `<bos> y1 ... y_t` and must output
 # $y_{t+1}$. Feeding the true previous tokens (not the model's own guesses) is called **teacher forcing**.
 # Thanks to the causal mask, all positions train at once, in one forward pass.
+#
+# Our targets are strings of letters. `CharTokenizer(chars)` gives each character an id: ids 0–3 are the
+# special tokens `<pad>` (padding), `<bos>` and `<eos>` (begin and end of sequence) and `<unk>` (a character
+# not in the vocabulary), then come the characters in sorted order. With the 10 letters `a` to `j` the
+# vocabulary has $V = 14$ tokens. `encode_batch(texts, bos=True, eos=True)` wraps each string and pads the
+# rows to one length, giving a `(B, T)` tensor of ids; `tokens(ids)` turns ids back into labels.
 
 # %%
 tok = CharTokenizer("abcdefghij")
+print("vocabulary:", dict(enumerate(tok.itos)), f"V = {tok.vocab_size}")
 tgt = tok.encode_batch(["cab"], bos=True, eos=True)  # (1, 5): <bos> c a b <eos>
+print("<bos> c a b <eos> =", tgt[0].tolist())
 decoder_input, labels = tgt[:, :-1], tgt[:, 1:]  # (1, 4) each
 print(f"{'position':>8} | {'decoder reads (so far)':<26} | must predict")
 for t in range(decoder_input.size(1)):
@@ -250,8 +280,16 @@ for t in range(decoder_input.size(1)):
 #
 # The decoder's output `(B, T, d_model)` goes through one `nn.Linear(d_model, V)` to **logits** over the
 # target vocabulary, `(B, T, V)`; a softmax turns each row into a next-token distribution. The loss is the
-# cross-entropy between those distributions and the labels, ignoring padding. `course_utils.Transformer`
-# puts it all together (chapter 06 takes it apart), and `seq2seq_loss` does the shifting:
+# cross-entropy of chapter 02 between those distributions and the labels: the mean over positions of
+# $-\ln p(\text{right token})$, where positions whose label is `<pad>` are left out (`ignore_index=pad_id`).
+#
+# > **Preview** (chapter 06): `Transformer` is the whole encoder-decoder model: token embeddings plus
+# > positional encoding, an `Encoder`, a `Decoder`, and the output projection to logits;
+# > `model(src, tgt_in, src_mask, tgt_mask)` returns logits `(B, T, V)`. Chapter 06 takes it apart.
+#
+# `seq2seq_loss(model, src, tgt, pad_id)` does the rest: it splits `tgt` into decoder input and labels as in
+# section 5, builds the masks, runs the model and returns that cross-entropy. The cell checks it against the
+# loss computed by hand:
 
 # %%
 set_seed(0)
@@ -265,25 +303,44 @@ print("logits:", tuple(logits.shape), "= (B, T, V); next-token probabilities of 
 manual = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=tok.pad_id)
 torch.testing.assert_close(seq2seq_loss(model, src, tgt, tok.pad_id), manual)
 uniform = torch.log(torch.tensor(float(tok.vocab_size))).item()
+print(f"output projection: weights with standard deviation {model.generator.weight.std().item():.2f}")
+print(f"largest |logit| of the untrained model: {logits.abs().max().item():.2f}")
 print(
     f"untrained loss {manual.item():.3f}; a uniform guess over V = {tok.vocab_size} tokens scores ln(V) = {uniform:.3f}"
 )
+assert abs(manual.item() - uniform) < 0.1, "an untrained model should score about ln V"
 
 # %% [markdown]
-# A uniform guess would score $\ln V$. The untrained model does no better, and usually worse: its random
-# logits are confidently wrong. Training brings the loss towards 0.
+# The untrained model scores about $\ln V$, as chapter 02's first-loss check predicts. `Transformer` starts its
+# output projection near zero (weights with standard deviation 0.02), so every logit is close to 0, the
+# softmax is close to uniform, each token gets probability about $1/V$, and the loss is about
+# $-\ln(1/V) = \ln V$. A first loss far above $\ln V$ would mean confidently wrong random logits; one far
+# below, a leak of the answer.
 #
 # ## 7. The whole decoder at work
 #
 # Let us train a small encoder-decoder for a few seconds on the classic toy task: **reverse a string of
 # 8 letters**. Every output letter must come from one particular source position, so cross-attention has a
 # clear job.
+#
+# - `reversal_pairs(n, length=8, seed=0)` draws `n` random strings of letters `a`–`j` and pairs each with its
+#   reverse: `(source, target)`.
+# - `encode_pairs(pairs, src_tok, tgt_tok)` turns them into two padded id tensors: the sources `(N, S)`, and
+#   the targets wrapped as `<bos> ... <eos>`, `(N, 10)` for strings of 8 letters.
+# - `random_batches(src_ids, tgt_ids, batch_size=64)` yields batches of matching rows forever, in a random order
+#   that is reshuffled after each pass over the data.
+#
+# Training uses `train` and `TrainConfig` from chapter 02: AdamW, gradient clipping at norm `grad_clip`, and a
+# learning rate that warms up linearly for `warmup_steps` steps and then decays along a cosine to a tenth of
+# `lr` (`schedule="cosine"`). Label smoothing stays off (`label_smoothing=0.0`; chapter 06 explains it), and
+# `amp` only matters on a GPU, where the forward pass then runs in bfloat16.
 
 # %% tags=["nbval-ignore-output"]
 set_seed(0)
 pairs = reversal_pairs(20000, length=8, seed=0)
 print("examples:", pairs[:3])
 src_ids, tgt_ids = encode_pairs(pairs, tok, tok)  # (N, 8), (N, 10)
+print("sources", tuple(src_ids.shape), "targets", tuple(tgt_ids.shape))
 config = TrainConfig(steps=250, batch_size=64, lr=5e-3, warmup_steps=40, schedule="cosine", label_smoothing=0.0)
 print(config)
 reverser = Transformer(
@@ -292,18 +349,29 @@ reverser = Transformer(
 history = train(
     reverser,
     random_batches(src_ids, tgt_ids, batch_size=config.batch_size),
-    lambda m, s, t: seq2seq_loss(m, s, t, tok.pad_id),
+    lambda m, s, t: seq2seq_loss(m, s, t, tok.pad_id, label_smoothing=config.label_smoothing),
     config,
     device=device,
     desc="reverser",
 )
+print(f"first training loss {history.loss[0]:.2f} (ln V = {uniform:.2f}); last {history.loss[-1]:.4f}")
+assert abs(history.loss[0] - uniform) < 0.1, "the first loss should be about ln V"
+assert history.loss[-1] < 0.05, "training should bring the loss close to 0"
 
 # %% [markdown]
+# The first loss is about $\ln V$, as in section 6, and training brings it close to 0 (both printed above).
+#
 # At test time there is no teacher: `greedy_decode` starts from `<bos>`, feeds each predicted token back in,
-# and stops at `<eos>`. Exact-match accuracy on 500 strings never seen in training:
+# and stops at `<eos>`. It is **greedy** because at each step it takes the single most likely next token and
+# never reconsiders. `exact_match(model, pairs, src_tok, tgt_tok)` greedy-decodes every source and returns the
+# fraction of outputs equal to the target, with the outputs. We measure it on 500 new strings (the cell
+# checks that none of them is among the training sources):
 
 # %% tags=["nbval-ignore-output"]
 held_out = reversal_pairs(500, length=8, seed=1)
+seen_in_training = {s for s, _ in held_out} & {s for s, _ in pairs}
+print(f"held-out strings also among the training strings: {len(seen_in_training)}")
+assert not seen_in_training, "the held-out strings must be new"
 accuracy, predictions = exact_match(reverser, held_out, tok, tok)
 print(f"exact match on held-out strings: {accuracy:.1%}")
 assert accuracy > 0.95, "the reverser should reverse unseen strings"
@@ -314,24 +382,45 @@ out = greedy_decode(reverser, src, padding_mask(src, tok.pad_id), max_len=10, bo
 print("greedy_decode ids:", out[0].tolist(), "=", tok.decode(out[0]))
 
 # %% [markdown]
-# Now the cross-attention of the trained decoder on "abcdefgh": rows are the decoder's positions (each
-# labelled with the token it reads), columns the source letters.
+# Now the cross-attention of the trained decoder on `abcdefgh`. Rows are the queries: the decoder's 9
+# positions, each labelled with the token it reads (`<bos>`, then `h` down to `a`). Columns are the keys: the
+# 8 source letters. The row reading `<bos>` must write `h`, so it should look at the **last** source letter;
+# the next row must write `g`, and so on: the mirrored letter of row $t$ is column $7 - t$. The cell measures
+# that for each head, then draws both heads on one colour scale.
 
 # %% tags=["nbval-ignore-output"]
 tgt = tok.encode_batch(["hgfedcba"], bos=True, eos=True).to(device)
 reverser.eval()
 with torch.no_grad(), record_attention(reverser) as attention:
     reverser(src, tgt[:, :-1], padding_mask(src, tok.pad_id), target_mask(tgt[:, :-1], tok.pad_id))
-weights = attention["decoder.layers.0.cross_attn"][0]  # (h, T, S)
-attention_grid(weights, tok.tokens(src[0]), tok.tokens(tgt[0, :-1]), suptitle="Cross-attention of the reverser")
+weights = attention["decoder.layers.0.cross_attn"][0].cpu()  # (h, T, S) = (2, 9, 8)
+letters, rows = tok.tokens(src[0]), tok.tokens(tgt[0, :-1])
+mirror = torch.arange(7, -1, -1)  # rows 0-7 (<bos>, h, ..., b) should look at source positions 7, 6, ..., 0
+on_mirror = weights[:, torch.arange(8), mirror].mean(dim=-1)  # (h,): mean weight on the mirrored letter
+for head in range(weights.size(0)):
+    most = " ".join(letters[i] for i in weights[head].argmax(dim=-1).tolist())
+    print(f"head {head}: mean weight on the mirrored letter {on_mirror[head]:.2f}; most-attended letter by row: {most}")
+print(f"the sharper head: head {on_mirror.argmax().item()}")
+assert (weights.mean(0).argmax(-1)[:8] == mirror).all(), "averaged over heads, rows 0-7 should draw the anti-diagonal"
+attention_grid(weights, letters, rows, suptitle="Cross-attention of the reverser")
 
 # %% [markdown]
-# An anti-diagonal: the position reading `<bos>` (about to write the first output letter, `h`) looks at the
-# **last** source letter, the next looks at the one before, and so on. Nobody told the model where to look;
-# it found the alignment. The same weights, interactive (pick the head):
+# An anti-diagonal: the row reading `<bos>` (about to write the first output letter, `h`) looks at the
+# **last** source letter, the next row at the one before, and so on. Averaged over the two heads, each of the
+# first 8 rows puts most weight on its mirrored letter (the cell asserts it). Nobody told the model where to
+# look; it found the alignment.
+#
+# The two heads are not equally sharp. The sharper one (named above) puts most of each row's weight on
+# one letter. The other is blurrier: its mean weight on the mirrored letter is lower, and some rows spread
+# their weight over the mirrored letter and its neighbours (compare the two heads' most-attended letters and
+# mean weights printed above).
+#
+# There are 9 rows for 8 columns. The last row reads `a` and must write `<eos>`: there is no letter left to
+# fetch (every string has 8 letters, so the position alone says the string is over), and its weights need
+# not follow the pattern. The same weights, interactive (pick the head, hover a cell):
 
 # %% tags=["nbval-ignore-output"]
-attention_chart(weights, tok.tokens(src[0]), tok.tokens(tgt[0, :-1]), head_names=["head 0", "head 1"])
+attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="Cross-attention of the reverser")
 
 # %% [markdown]
 # ## Pitfalls
@@ -343,7 +432,7 @@ attention_chart(weights, tok.tokens(src[0]), tok.tokens(tgt[0, :-1]), head_names
 # | decoder input and labels not shifted | the model learns the identity | read `tgt[:, :-1]`, predict `tgt[:, 1:]` |
 # | padding counted in the loss | the model learns to predict `<pad>` | `ignore_index=pad_id` |
 # | source padding not masked in cross-attention | attends to padding | pass `src_mask` to the decoder |
-# | a decoder layer that unpacks a tuple its attention never returns | crashes, or hides a different bug | one return value, as here; tests |
+# | forgetting that attention returns `(output, weights)` | the tuple reaches the dropout or the residual addition: `TypeError` | `out, _ = self.cross_attn(...)`, or take `[0]` |
 #
 # ## Summary
 #
@@ -423,7 +512,22 @@ check_cross_attention(my_cross_attention)
 # </details>
 #
 # **Going further.** Train the reverser with `n_layers=2`: does each layer's cross-attention still draw the
-# anti-diagonal? Then swap the roles in cross-attention (section 3) and train again: what happens to the
-# loss, and to greedy decoding?
+# anti-diagonal?
+#
+# Then train it with the roles swapped in cross-attention: build the `Transformer`, and turn each of its
+# decoder layers into the `SwappedDecoderLayer` of section 3
+# (`for layer in model.decoder.layers: layer.__class__ = SwappedDecoderLayer`). Here $S = 8$ but the decoder
+# reads $T = 9$ tokens, so the shapes catch the bug at the first step: try it, and read the error. To see the
+# silent leak, make $S = T$: pad every source with one `<pad>`
+# (`src_ids = F.pad(src_ids, (0, 1), value=tok.pad_id)`) and train again. What happens to the teacher-forced
+# loss? And to greedy decoding, where the decoder's input grows one token at a time?
+#
+# <details><summary>What to expect</summary>
+#
+# The teacher-forced loss still falls close to 0: each position reads the answer from the future through
+# cross-attention. Greedy decoding breaks: the swapped cross-attention returns one vector per **source**
+# position, which no longer matches the growing target, so a shape error stops it; and even with matching
+# shapes the model would need letters that are not written yet.
+# </details>
 #
 # Next: [06 · The full Transformer](06_transformer.ipynb): everything together, trained on a real task.
