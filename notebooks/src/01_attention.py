@@ -115,8 +115,12 @@ assert car_share < 0.1  # the sharper query nearly ignores "car"
 #
 # $$q_i = x_i W^Q \quad\text{(what am I looking for?)}, \qquad k_i = x_i W^K \quad\text{(what do I offer?)}, \qquad v_i = x_i W^V \quad\text{(what do I pass on?)}$$
 #
+# Queries and keys have the same size, $d_k$ (a score is their dot product); values have size $d_v$, the size of
+# each output vector. In the diagram below, $T_q$ and $T_k$ count the queries and the keys (equal here: every
+# token asks and answers), and $B$, a batch of sequences, comes in section 4.
+#
 # To see the mechanism work before any training, we build a tiny world by hand. Each token is
-# described by its word class, and $W^Q$ is chosen so that *verbs look for nouns*,
+# described by its word class, as a one-hot vector (a 1 at its class's index, 0 elsewhere), and $W^Q$ is chosen so that *verbs look for nouns*,
 # *determiners look for nouns*, *nouns look for verbs*, *prepositions look for nouns*.
 
 # %%

@@ -231,8 +231,9 @@ for norm_first in (False, True):
     print(f"✓ norm_first={norm_first}: MyDecoderLayer == course_utils.DecoderLayer == nn.TransformerDecoderLayer")
 
 # %% [markdown]
-# From now on we use `course_utils.DecoderLayer` and `Decoder`, the stack of $N$ layers. How much bigger is
-# the paper's base decoder than the base encoder of chapter 04?
+# From now on we use `course_utils.DecoderLayer` and `Decoder`, the stack of $N$ layers: each layer's output is
+# the next one's input, and every layer's cross-attention reads the same memory, the output of the encoder's
+# last layer. How much bigger is the paper's base decoder than the base encoder of chapter 04?
 
 # %%
 base_decoder = Decoder(d_model=512, n_heads=8, d_ff=2048, n_layers=6)
@@ -378,6 +379,7 @@ assert accuracy > 0.95, "the reverser should reverse unseen strings"
 for (s, t), p in list(zip(held_out, predictions))[:3]:
     print(f"  {s} -> {p}   {'✓' if p == t else '✗ expected ' + t}")
 src = tok.encode_batch(["abcdefgh"]).to(device)
+# max_len: at most this many ids, <bos> and <eos> included
 out = greedy_decode(reverser, src, padding_mask(src, tok.pad_id), max_len=10, bos_id=tok.bos_id, eos_id=tok.eos_id)
 print("greedy_decode ids:", out[0].tolist(), "=", tok.decode(out[0]))
 
