@@ -20,7 +20,11 @@ an offline HTML export show nothing in their place. So after running, each chart
 static twin: the same chart rendered to PNG by vl-convert, fully offline. nbval never compares PNGs, so the
 twin costs the regression check nothing; re-running the cell replaces both with the live chart.
 
-    python notebooks/build.py                  # write notebooks/*.ipynb without outputs
+Each source gives two editions: notebooks/NN_*.ipynb, complete (exercise cells, tagged ``exercise``, keep their
+solutions and are folded away), and notebooks/student/NN_*.ipynb, where every ``### BEGIN SOLUTION`` ...
+``### END SOLUTION`` block becomes ``raise NotImplementedError``; only the complete edition is run and stores outputs.
+
+    python notebooks/build.py                  # write both editions without outputs
     python notebooks/build.py --execute [01]   # ... then run them (CPU) and store the outputs
     python notebooks/build.py --check          # exit 1 if a notebook differs from its source
     python notebooks/build.py --twins          # redraw the static chart images of stored outputs
@@ -56,15 +60,45 @@ def course_config() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
 
 
-def placeholders(name: str) -> dict[str, str]:
+EDITIONS = ("complete", "student")
+STUDENT_DIR = HERE / "student"
+
+
+def notebook_path(name: str, edition: str = "complete") -> Path:
+    return (STUDENT_DIR if edition == "student" else HERE) / f"{name}.ipynb"
+
+
+def placeholders(name: str, edition: str = "complete") -> dict[str, str]:
     cfg = course_config()
     repo, branch = cfg["repository"], cfg["branch"]
-    colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{name}.ipynb"
+    folder = "notebooks/student" if edition == "student" else "notebooks"
+    colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{folder}/{name}.ipynb"
+    if edition == "student":
+        exercises = (
+            "Each exercise below is a stub: write the function where it says `raise NotImplementedError`, then run "
+            "the cell; its `check_*` helper tests your function against the reference and says what differs. "
+            f"The solutions are in the [complete edition](../{name}.ipynb) of this chapter."
+        )
+    else:
+        exercises = (
+            "Each exercise is a function for you to write, checked by the `check_*` helper that follows it. In this "
+            "edition the solutions are written in, folded away: unfold a cell to see one. The "
+            f"[student edition](student/{name}.ipynb) has the same exercises as stubs to fill in."
+        )
     return {
         "{{COLAB_BADGE}}": f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})",
         "{{REPOSITORY_URL}}": f"https://github.com/{repo}",
         "{{PIP_SPEC}}": f"transformers-from-scratch @ git+https://github.com/{repo}@{branch}",
+        "{{EXERCISES}}": exercises,
     }
+
+
+SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.MULTILINE | re.DOTALL)
+
+
+def student_version(source: str) -> str:
+    """An exercise cell for the student edition: each solution block becomes a stub that raises."""
+    return SOLUTION.sub(lambda m: f"{m.group(1)}# your code here\n{m.group(1)}raise NotImplementedError\n", source)
 
 
 HEADING = re.compile(r"^(#{1,3}) ")
@@ -100,9 +134,12 @@ def embed_images(source: str) -> tuple[str, dict]:
     return IMAGE.sub(attach, source), attachments
 
 
-def build(src: Path) -> nbformat.NotebookNode:
+def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
+    """The notebook of one edition: ``complete`` (every solution written in, exercise cells folded away) or
+    ``student`` (each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` block replaced by a stub that raises
+    ``NotImplementedError``; its checker then reports the exercise as not attempted yet)."""
     name = src.stem
-    stamps = placeholders(name)
+    stamps = placeholders(name, edition)
     text = jupytext.read(src, fmt="py:percent")
     nb = nbformat.v4.new_notebook()
     for cell in text.cells:
@@ -118,6 +155,11 @@ def build(src: Path) -> nbformat.NotebookNode:
                     md.attachments = attachments
                 nb.cells.append(md)
         else:
+            exercise = "exercise" in meta.get("tags", [])
+            if exercise and edition == "student":
+                source = student_version(source)
+            elif exercise:
+                meta = {**meta, "jupyter": {"source_hidden": True}}  # folded: the solution shows on request
             nb.cells.append(nbformat.v4.new_code_cell(source, metadata=meta))
     for index, cell in enumerate(nb.cells):
         cell.id = hashlib.sha1(f"{name}-{index}".encode()).hexdigest()[:8]  # stable ids: quiet diffs
@@ -249,8 +291,9 @@ def main() -> int:
     sources = sorted((HERE / "src").glob("[0-9][0-9]_*.py"))
     sources = [s for s in sources if not args.only or any(s.stem.startswith(p) for p in args.only)]
     stale = []
+    STUDENT_DIR.mkdir(exist_ok=True)
     for src in sources:
-        target = HERE / f"{src.stem}.ipynb"
+        target = notebook_path(src.stem)
         if args.pull:
             pull(target, src)
             print(f"{target.name} -> src/{src.name}")
@@ -260,17 +303,18 @@ def main() -> int:
             print(f"{target.name}: {add_static_twins(stored)} static chart images")
             nbformat.write(stored, target)
             continue
-        nb = build(src)
-        if args.check:
-            if not target.exists() or comparable(nbformat.read(target, as_version=4)) != comparable(nb):
-                stale.append(target.name)
-            continue
-        if args.execute:
-            print(f"running {target.name} ...", flush=True)
-            seconds = execute(nb, src.stem)
-            print(f"  {seconds:.1f} s", flush=True)
-        nbformat.validate(nb)
-        nbformat.write(nb, target)
+        for edition in EDITIONS:
+            nb, path = build(src, edition), notebook_path(src.stem, edition)
+            if args.check:
+                if not path.exists() or comparable(nbformat.read(path, as_version=4)) != comparable(nb):
+                    stale.append(str(path.relative_to(HERE)))
+                continue
+            if args.execute and edition == "complete":  # the student edition ships without outputs
+                print(f"running {path.name} ...", flush=True)
+                seconds = execute(nb, src.stem)
+                print(f"  {seconds:.1f} s", flush=True)
+            nbformat.validate(nb)
+            nbformat.write(nb, path)
     if stale:
         print("out of date with notebooks/src (run `make notebooks` or `make outputs`): " + ", ".join(stale))
         return 1

@@ -73,6 +73,10 @@ def test_every_source_has_its_notebook_and_they_agree():
         assert builder.comparable(committed) == builder.comparable(builder.build(src)), (
             f"{src.stem}.ipynb differs from notebooks/src/{src.name}: run `make outputs`"
         )
+        student = nbformat.read(ROOT / "notebooks" / "student" / f"{src.stem}.ipynb", as_version=4)
+        assert builder.comparable(student) == builder.comparable(builder.build(src, "student")), (
+            f"student/{src.stem}.ipynb differs from notebooks/src/{src.name}: run `make notebooks`"
+        )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -129,15 +133,37 @@ def test_each_section_opens_a_slide(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_each_notebook_has_checked_exercises_with_hidden_solutions(path):
+def test_each_notebook_has_checked_exercises_with_folded_solutions(path):
     nb = json.loads(path.read_text())
     code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    exercises = [c for c in nb["cells"] if "exercise" in c["metadata"].get("tags", [])]
     graded = re.findall(r"^check_\w+\(\w+\)", code, re.MULTILINE)  # a grader called on the student's function
-    assert len(graded) >= 2, f"{path.stem} grades {len(graded)} exercises"
-    assert markdown.count("<details>") >= len(graded), "every exercise needs its hidden solution"
+    assert len(exercises) >= 2 and len(graded) >= len(exercises), f"{path.stem}: {len(exercises)} exercises"
+    for cell in exercises:
+        source = "".join(cell["source"])
+        assert "### BEGIN SOLUTION" in source and re.search(r"^check_\w+\(\w+\)", source, re.MULTILINE)
+        assert cell["metadata"]["jupyter"]["source_hidden"], "a solution is folded away in the complete edition"
     assert "from course_utils.checks import" in code
     assert "set_seed(" in code and "get_device()" in code
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_student_edition_is_the_same_chapter_with_stubs(path):
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
+    complete = nbformat.read(path, as_version=4)
+    student = nbformat.read(ROOT / "notebooks" / "student" / path.name, as_version=4)
+    assert len(student.cells) == len(complete.cells)
+    badge = f"https://colab.research.google.com/github/{cfg['repository']}/blob/{cfg['branch']}/notebooks/student/"
+    assert badge + path.name in student.cells[0].source and "{{" not in json.dumps(student)
+    stubs = 0
+    for ours, theirs in zip(complete.cells, student.cells):
+        if "exercise" in ours.metadata.get("tags", []):
+            assert "### BEGIN SOLUTION" not in theirs.source and "raise NotImplementedError" in theirs.source
+            stubs += 1
+        elif ours.cell_type == "code":
+            assert theirs.source == ours.source  # everything else runs as in the complete edition
+        assert not theirs.get("outputs"), "the student edition ships without outputs"
+    assert stubs >= 2
 
 
 @pytest.mark.parametrize("src", sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py")), ids=lambda p: p.stem)

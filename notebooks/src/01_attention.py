@@ -470,76 +470,54 @@ assert memory_ratios == [4.0, 4.0, 4.0]  # T x T weights: exactly 4 times the me
 #
 # ## Exercises
 #
-# Write each function in the cell, then run the cell: the `check_*` helper tests it against the reference
-# and tells you precisely what differs.
+# {{EXERCISES}}
 #
 # **Exercise 1.** Write scaled dot-product attention yourself, for inputs of shape `(..., T, d_k)` and an
 # optional bool mask (True = may attend). Return the output (or the pair output, weights).
 
 
-# %%
+# %% tags=["exercise"]
 def my_attention(query, key, value, mask=None):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ value, weights
+    ### END SOLUTION
 
 
 check_scaled_dot_product_attention(my_attention)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_attention(query, key, value, mask=None):
-#     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
-#     if mask is not None:
-#         scores = scores.masked_fill(~mask, float("-inf"))
-#     weights = scores.softmax(dim=-1)
-#     return weights @ value, weights
-# ```
-# </details>
-#
 # **Exercise 2.** Write `my_causal_mask(size)`: a bool `(size, size)` tensor, True where query $i$ may
 # attend to key $j$. Hint: `torch.tril`.
 
 
-# %%
+# %% tags=["exercise"]
 def my_causal_mask(size):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    return torch.tril(torch.ones(size, size, dtype=torch.bool))
+    ### END SOLUTION
 
 
 check_causal_mask(my_causal_mask)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_causal_mask(size):
-#     return torch.tril(torch.ones(size, size, dtype=torch.bool))
-# ```
-# </details>
-#
 # **Exercise 3.** Write `my_padding_mask(tokens, pad_id)`: from token ids `(B, T)`, a bool mask of shape
 # `(B, 1, 1, T)` that is True at real tokens.
 
 
-# %%
+# %% tags=["exercise"]
 def my_padding_mask(tokens, pad_id):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    return (tokens != pad_id)[:, None, None, :]
+    ### END SOLUTION
 
 
 check_padding_mask(my_padding_mask)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_padding_mask(tokens, pad_id):
-#     return (tokens != pad_id)[:, None, None, :]
-# ```
-# </details>
-#
 # **Going further.** Change the hand-built $W^Q$ in section 2 so that nouns look at determiners, and
 # predict the heatmap before you draw it.
 #

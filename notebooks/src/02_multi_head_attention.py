@@ -567,69 +567,50 @@ assert on_marker_1[0] > 0.9 and abs(history_1.loss[-1] - math.log(10)) < 0.2
 #
 # ## Exercises
 #
+# {{EXERCISES}}
+#
 # **Exercise 1.** Write `my_split_heads(x, n_heads)`: `(B, T, d_model)` $\to$ `(B, n_heads, T, d_k)`.
 
 
-# %%
+# %% tags=["exercise"]
 def my_split_heads(x, n_heads):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    B, T, d_model = x.shape
+    return x.view(B, T, n_heads, d_model // n_heads).transpose(1, 2)
+    ### END SOLUTION
 
 
 check_split_heads(my_split_heads)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_split_heads(x, n_heads):
-#     B, T, d_model = x.shape
-#     return x.view(B, T, n_heads, d_model // n_heads).transpose(1, 2)
-# ```
-# </details>
-#
 # **Exercise 2.** Write `my_merge_heads(x)`: `(B, n_heads, T, d_k)` $\to$ `(B, T, n_heads * d_k)`, the inverse.
 
 
-# %%
+# %% tags=["exercise"]
 def my_merge_heads(x):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    B, h, T, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, T, h * d_k)
+    ### END SOLUTION
 
 
 check_merge_heads(my_merge_heads)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_merge_heads(x):
-#     B, h, T, d_k = x.shape
-#     return x.transpose(1, 2).reshape(B, T, h * d_k)
-# ```
-# </details>
-#
 # **Exercise 3.** Write `mha_parameters(d_model, n_heads)`: the number of parameters of multi-head
 # attention with biases, as a formula (no module).
 
 
-# %%
+# %% tags=["exercise"]
 def mha_parameters(d_model, n_heads):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    return 4 * d_model * d_model + 4 * d_model  # w_q, w_k, w_v, w_o: weights and biases
+    ### END SOLUTION
 
 
 check_mha_parameter_count(mha_parameters)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def mha_parameters(d_model, n_heads):
-#     return 4 * d_model * d_model + 4 * d_model  # w_q, w_k, w_v, w_o: weights and biases
-# ```
-# </details>
-#
 # **Going further.** Train `TwoJobModel(n_heads=4)`: how many heads end up doing each job? Train the one-head
 # model of section 9 with other seeds: does it always give up the same job?
 #

@@ -415,57 +415,45 @@ torch.testing.assert_close(torch.stack(scores), scores[0].expand(3))
 #
 # ## Exercises
 #
+# {{EXERCISES}}
+#
 # **Exercise 1.** Write the sinusoidal encoding yourself, `(max_len, d_model)` for even `d_model`.
 
 
-# %%
+# %% tags=["exercise"]
 def my_encoding(max_len, d_model):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(pos / 10000 ** (two_i / d_model))
+    pe[:, 1::2] = torch.cos(pos / 10000 ** (two_i / d_model))
+    return pe
+    ### END SOLUTION
 
 
 check_sinusoidal_encoding(my_encoding)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_encoding(max_len, d_model):
-#     pos = torch.arange(max_len, dtype=torch.float32)[:, None]
-#     two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
-#     pe = torch.zeros(max_len, d_model)
-#     pe[:, 0::2] = torch.sin(pos / 10000 ** (two_i / d_model))
-#     pe[:, 1::2] = torch.cos(pos / 10000 ** (two_i / d_model))
-#     return pe
-# ```
-# </details>
-#
 # **Exercise 2.** Without looking at section 5, build `my_shift(k, d_model)`: the `(d_model, d_model)` matrix
 # $M_k$ such that $M_k\,PE(p) = PE(p + k)$ for every position $p$.
 
 
-# %%
+# %% tags=["exercise"]
 def my_shift(k, d_model):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    M = torch.zeros(d_model, d_model)
+    for j in range(d_model // 2):
+        angle = k / 10000 ** (2 * j / d_model)
+        c, s = math.cos(angle), math.sin(angle)
+        M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
+    return M
+    ### END SOLUTION
 
 
 check_position_shift(my_shift)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_shift(k, d_model):
-#     M = torch.zeros(d_model, d_model)
-#     for j in range(d_model // 2):
-#         angle = k / 10000 ** (2 * j / d_model)
-#         c, s = math.cos(angle), math.sin(angle)
-#         M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
-#     return M
-# ```
-# </details>
-#
 # **Going further.** In chapter 02's two-job model, replace `PositionalEncoding` with a learned table
 # `self.positions = nn.Embedding(12, d_model)`. It is not a drop-in swap: the table maps position numbers to
 # vectors, so `forward` must add them itself, `h = embeddings + self.positions(torch.arange(x.size(1), device=x.device))`.

@@ -512,72 +512,53 @@ attention_grid(
 #
 # ## Exercises
 #
+# {{EXERCISES}}
+#
 # **Exercise 1.** Write layer normalisation: `my_ln(x, weight, bias, eps)`, over the last axis.
 
 
-# %%
+# %% tags=["exercise"]
 def my_ln(x, weight, bias, eps):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, unbiased=False, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+    ### END SOLUTION
 
 
 check_layer_norm(my_ln)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_ln(x, weight, bias, eps):
-#     mean = x.mean(-1, keepdim=True)
-#     var = x.var(-1, unbiased=False, keepdim=True)
-#     return (x - mean) / torch.sqrt(var + eps) * weight + bias
-# ```
-# </details>
-#
 # **Exercise 2.** Write the feed-forward network from raw tensors. The weights are stored as `nn.Linear`
 # stores them: `w_1` has shape `(d_ff, d_model)`, so a layer computes `x @ w_1.T + b_1`.
 
 
-# %%
+# %% tags=["exercise"]
 def my_ffn(x, w_1, b_1, w_2, b_2):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    return torch.relu(x @ w_1.T + b_1) @ w_2.T + b_2
+    ### END SOLUTION
 
 
 check_feed_forward(my_ffn)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_ffn(x, w_1, b_1, w_2, b_2):
-#     return torch.relu(x @ w_1.T + b_1) @ w_2.T + b_2
-# ```
-# </details>
-#
 # **Exercise 3.** Write the forward pass of a **pre-norm** encoder layer, using the submodules of `layer`
 # (`layer.norm1`, `layer.self_attn`, `layer.norm2`, `layer.feed_forward`; dropout is off).
 
 
-# %%
+# %% tags=["exercise"]
 def my_pre_norm_forward(layer, x, mask):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    h = layer.norm1(x)
+    x = x + layer.self_attn(h, h, h, mask)[0]  # the output; the weights are not needed
+    return x + layer.feed_forward(layer.norm2(x))
+    ### END SOLUTION
 
 
 check_pre_norm_layer(my_pre_norm_forward)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_pre_norm_forward(layer, x, mask):
-#     h = layer.norm1(x)
-#     x = x + layer.self_attn(h, h, h, mask)[0]  # the output; the weights are not needed
-#     return x + layer.feed_forward(layer.norm2(x))
-# ```
-# </details>
-#
 # **Going further.** Rerun section 8 with 6 layers instead of 12, or with `lr=3e-3`: when does post-norm stop
 # needing its warm-up?
 #

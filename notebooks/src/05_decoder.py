@@ -447,72 +447,53 @@ attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="
 #
 # ## Exercises
 #
+# {{EXERCISES}}
+#
 # **Exercise 1.** Write `my_target_mask(tgt, pad_id)`: the decoder's `(B, 1, T, T)` self-attention mask.
 
 
-# %%
+# %% tags=["exercise"]
 def my_target_mask(tgt, pad_id):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    T = tgt.size(1)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
+    return (tgt != pad_id)[:, None, None, :] & causal  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
+    ### END SOLUTION
 
 
 check_target_mask(my_target_mask)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_target_mask(tgt, pad_id):
-#     T = tgt.size(1)
-#     causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
-#     return (tgt != pad_id)[:, None, None, :] & causal  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
-# ```
-# </details>
-#
 # **Exercise 2.** Write `my_shift(tgt)`: from `<bos> y1 ... yn <eos>` (padded), return the pair
 # `(decoder_input, labels)` used by teacher forcing.
 
 
-# %%
+# %% tags=["exercise"]
 def my_shift(tgt):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    return tgt[:, :-1], tgt[:, 1:]
+    ### END SOLUTION
 
 
 check_shift_right(my_shift)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_shift(tgt):
-#     return tgt[:, :-1], tgt[:, 1:]
-# ```
-# </details>
-#
 # **Exercise 3.** Use the multi-head attention module `attn` as **cross-attention**: `x` is the decoder's stream
 # `(B, T, d)`, `memory` the encoder's output `(B, S, d)`, `src_mask` the source padding mask. Return the
 # output `(B, T, d)` (remember that `attn` returns `(output, weights)`).
 
 
-# %%
+# %% tags=["exercise"]
 def my_cross_attention(attn, x, memory, src_mask):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    out, _ = attn(query=x, key=memory, value=memory, mask=src_mask)
+    return out
+    ### END SOLUTION
 
 
 check_cross_attention(my_cross_attention)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_cross_attention(attn, x, memory, src_mask):
-#     out, _ = attn(query=x, key=memory, value=memory, mask=src_mask)
-#     return out
-# ```
-# </details>
-#
 # **Going further.** Train the reverser with `n_layers=2`: does each layer's cross-attention still draw the
 # anti-diagonal?
 #

@@ -577,50 +577,38 @@ assert gap < 1e-4 and torch_predictions == predictions
 #
 # ## Exercises
 #
+# {{EXERCISES}}
+#
 # **Exercise 1.** Write the label-smoothed cross-entropy `my_smoothed_ce(logits, target, smoothing)` for logits
 # `(N, V)` and targets `(N,)`, with PyTorch's convention (no padding in this exercise).
 
 
-# %%
+# %% tags=["exercise"]
 def my_smoothed_ce(logits, target, smoothing):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    log_p = logits.log_softmax(-1)
+    nll = -log_p.gather(1, target[:, None]).squeeze(1)  # the usual cross-entropy
+    uniform = -log_p.mean(-1)  # cross-entropy against the uniform distribution
+    return ((1 - smoothing) * nll + smoothing * uniform).mean()
+    ### END SOLUTION
 
 
 check_label_smoothing(my_smoothed_ce)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_smoothed_ce(logits, target, smoothing):
-#     log_p = logits.log_softmax(-1)
-#     nll = -log_p.gather(1, target[:, None]).squeeze(1)  # the usual cross-entropy
-#     uniform = -log_p.mean(-1)  # cross-entropy against the uniform distribution
-#     return ((1 - smoothing) * nll + smoothing * uniform).mean()
-# ```
-# </details>
-#
 # **Exercise 2.** Write the paper's schedule `my_noam(step, d_model, warmup)` (steps count from 1).
 
 
-# %%
+# %% tags=["exercise"]
 def my_noam(step, d_model, warmup):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    ### END SOLUTION
 
 
 check_noam_lr(my_noam)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_noam(step, d_model, warmup):
-#     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-# ```
-# </details>
-#
 # **Going further.** Train with `n_layers=1`, or with `label_smoothing=0.0`, or for half as many steps
 # (`steps=250`): how does the held-out accuracy move? Add a date format of your own to
 # `course_utils.dates.DATE_FORMATS` (in a copy) and check whether the trained model handles it without retraining.

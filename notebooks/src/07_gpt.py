@@ -641,69 +641,50 @@ assert same
 #
 # ## Exercises
 #
+# {{EXERCISES}}
+#
 # **Exercise 1.** Write `my_xy(window)`: from windows of $T + 1$ tokens `(B, T + 1)`, the inputs and the
 # next-token targets, each `(B, T)`.
 
 
-# %%
+# %% tags=["exercise"]
 def my_xy(window):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    return window[:, :-1], window[:, 1:]
+    ### END SOLUTION
 
 
 check_next_token_targets(my_xy)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_xy(window):
-#     return window[:, :-1], window[:, 1:]
-# ```
-# </details>
-#
 # **Exercise 2.** Write `my_probs(logits, temperature)`: the sampling probabilities at a given temperature.
 
 
-# %%
+# %% tags=["exercise"]
 def my_probs(logits, temperature):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    return torch.softmax(logits / temperature, dim=-1)
+    ### END SOLUTION
 
 
 check_temperature(my_probs)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_probs(logits, temperature):
-#     return torch.softmax(logits / temperature, dim=-1)
-# ```
-# </details>
-#
 # **Exercise 3.** Write `my_top_k(logits, k)`: keep the `k` largest logits of each row, set the others to
 # $-\infty$ (so that their probability is exactly 0).
 
 
-# %%
+# %% tags=["exercise"]
 def my_top_k(logits, k):
-    # your code here
-    raise NotImplementedError
+    ### BEGIN SOLUTION
+    kth_largest = torch.topk(logits, k).values[:, -1:]  # (B, 1)
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+    ### END SOLUTION
 
 
 check_top_k(my_top_k)
 
 # %% [markdown]
-# <details><summary>Show a solution</summary>
-#
-# ```python
-# def my_top_k(logits, k):
-#     kth_largest = torch.topk(logits, k).values[:, -1:]  # (B, 1)
-#     return logits.masked_fill(logits < kth_largest, float("-inf"))
-# ```
-# </details>
-#
 # **Going further.** Train the CPU recipe with dropout: `GPTConfig` is frozen, so make a changed copy,
 # `model_config = dataclasses.replace(model_config, dropout=0.2)`, before building the model, and compare the
 # gap between the validation and training curves. Or write a word-level tokenizer and compare: what happens to

@@ -1,0 +1,97 @@
+"""The instructors' grader: every exercise reported as pass, fail, not attempted or not run, whatever the
+notebook does, and the student's file left as it was."""
+
+import csv
+
+import nbformat
+import pytest
+
+from course_utils.grade import exercises, grade, main
+
+SETUP = "import torch\nfrom course_utils.checks import check_causal_mask, check_padding_mask, check_target_mask"
+RIGHT = "def right(size):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool))"
+
+
+def notebook(tmp_path, *cells, name="student.ipynb"):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    path = tmp_path / name
+    nbformat.write(nb, path)
+    return path
+
+
+def test_each_exercise_gets_its_status_and_the_file_is_untouched(tmp_path):
+    path = notebook(
+        tmp_path,
+        SETUP,
+        RIGHT + "\ncheck_causal_mask(right)",
+        "def stub(tokens, pad_id):\n    raise NotImplementedError\ncheck_padding_mask(stub)",
+        "1 / 0  # a broken cell does not stop the grading",
+        "def transposed(tokens, pad_id):\n    return torch.ones(1)\ncheck_target_mask(transposed)",
+    )
+    before = path.read_bytes()
+    results = grade(path, timeout=120)
+    assert [(r.exercise, r.status) for r in results] == [
+        ("check_causal_mask", "pass"),
+        ("check_padding_mask", "not attempted"),
+        ("check_target_mask", "fail"),
+    ]
+    assert "not written yet" in results[1].message and results[2].message.startswith("❌")
+    assert path.read_bytes() == before
+    assert exercises(path) == ["check_causal_mask", "check_padding_mask", "check_target_mask"]
+
+
+def test_a_crash_or_an_endless_loop_leaves_the_rest_not_run(tmp_path):
+    crash = notebook(tmp_path, SETUP, RIGHT + "\ncheck_causal_mask(right)", "import os\nos._exit(1)",
+                     "check_padding_mask(None)", name="crash.ipynb")  # fmt: skip
+    results = grade(crash, timeout=120)
+    assert [r.status for r in results] == ["pass", "not run"]
+    assert "stopped" in results[1].message
+
+    loop = notebook(tmp_path, "while True:\n    pass", "check_causal_mask(None)", name="loop.ipynb")
+    (result,) = grade(loop, timeout=4)
+    assert result.status == "not run" and "time limit of 4 s" in result.message
+
+
+def test_the_command_line_prints_a_table_and_writes_csv(tmp_path, capsys):
+    path = notebook(tmp_path, SETUP, RIGHT + "\ncheck_causal_mask(right)")
+    out = tmp_path / "grades.csv"
+    assert main([str(path), "--csv", str(out), "--timeout", "120"]) == 0
+    assert "check_causal_mask  pass" in capsys.readouterr().out
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == ["notebook", "exercise", "status", "message"] and rows[1][:3] == [
+        "student.ipynb",
+        "check_causal_mask",
+        "pass",
+    ]
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "missing.ipynb")])
+
+
+def test_every_checker_reports_its_own_name_to_the_grader(tmp_path, monkeypatch):
+    import json
+
+    from course_utils import checks
+
+    log = tmp_path / "verdicts.jsonl"
+    monkeypatch.setenv("COURSE_GRADE_LOG", str(log))
+    names = [name for name in checks.__all__ if name.startswith("check_")]
+
+    def unwritten(*args):
+        raise NotImplementedError
+
+    for name in names:
+        getattr(checks, name)(unwritten)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["check"], r["status"]) for r in records] == [(name, "not attempted") for name in names]
+
+
+def test_the_complete_edition_passes_every_exercise_and_the_student_edition_attempts_none():
+    from pathlib import Path
+
+    notebooks = Path(__file__).resolve().parents[1] / "notebooks"
+    complete = grade(notebooks / "01_attention.ipynb", timeout=300)
+    assert complete and all(r.status == "pass" for r in complete), complete
+    student = grade(notebooks / "student" / "01_attention.ipynb", timeout=300)
+    assert [r.exercise for r in student] == [r.exercise for r in complete]
+    assert all(r.status == "not attempted" for r in student), student
