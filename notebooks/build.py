@@ -74,19 +74,34 @@ def placeholders(name: str, edition: str = "complete") -> dict[str, str]:
     folder = "notebooks/student" if edition == "student" else "notebooks"
     colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{folder}/{name}.ipynb"
     if edition == "student":
+        edition_note = (
+            "> **Student edition.** The chapter's key pieces are yours to write. Each exercise cell (it starts "
+            "with ✏️) is a stub that raises `NotImplementedError` until you fill it in; the `check_*` call at its end tests your "
+            "version and says what differs. The cells after a stub use `course_utils`' tested version, so the "
+            "chapter runs to the end even before your code is finished. Questions marked *predict, then run* "
+            'ask you to commit to an answer (`my_prediction = "b"`) before the cell that measures it. '
+            f"Solutions: the [complete edition](../{name}.ipynb)."
+        )
         exercises = (
-            "Each exercise below is a stub: write the function where it says `raise NotImplementedError`, then run "
-            "the cell; its `check_*` helper tests your function against the reference and says what differs. "
+            "These exercises ask you to carry what the chapter built to something it did not show. Each is a stub: "
+            "write the function where it says `raise NotImplementedError`, then run the cell; its `check_*` helper "
+            "tests it against the reference and names the likely mistake. "
             f"The solutions are in the [complete edition](../{name}.ipynb) of this chapter."
         )
     else:
+        edition_note = (
+            "> **Complete edition**: every exercise solved, its solution folded away (unfold a cell to read it). "
+            f"To write them yourself, open the [student edition](student/{name}.ipynb)."
+        )
         exercises = (
-            "Each exercise is a function for you to write, checked by the `check_*` helper that follows it. In this "
-            "edition the solutions are written in, folded away: unfold a cell to see one. The "
+            "These exercises ask you to carry what the chapter built to something it did not show. Each is a "
+            "function for you to write, checked by the `check_*` helper that follows it. In this edition the "
+            "solutions are written in, folded away: unfold a cell to see one. The "
             f"[student edition](student/{name}.ipynb) has the same exercises as stubs to fill in."
         )
     return {
-        "{{COLAB_BADGE}}": f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})",
+        "{{COLAB_BADGE}}": f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})"
+        + f"\n\n{edition_note}",
         "{{REPOSITORY_URL}}": f"https://github.com/{repo}",
         "{{PIP_SPEC}}": f"transformers-from-scratch @ git+https://github.com/{repo}@{branch}",
         "{{EXERCISES}}": exercises,
@@ -96,9 +111,25 @@ def placeholders(name: str, edition: str = "complete") -> dict[str, str]:
 SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.MULTILINE | re.DOTALL)
 
 
+ANSWER = re.compile(r"^[ \t]*### BEGIN SOLUTION\n[ \t]*(\w+) = [^\n]*\n[ \t]*### END SOLUTION\n?", re.MULTILINE)
+
+
 def student_version(source: str) -> str:
-    """An exercise cell for the student edition: each solution block becomes a stub that raises."""
-    return SOLUTION.sub(lambda m: f"{m.group(1)}# your code here\n{m.group(1)}raise NotImplementedError\n", source)
+    """An exercise cell for the student edition: each solution block becomes a stub that raises, except a block
+    that only assigns an answer (``my_prediction = "b"``), which becomes ``my_prediction = None``."""
+
+    def stub(m: re.Match) -> str:
+        answer = ANSWER.fullmatch(m.group(0))
+        if answer:
+            return f"{m.group(1)}{answer.group(1)} = None  # your answer here\n"
+        return f"{m.group(1)}# your code here\n{m.group(1)}raise NotImplementedError\n"
+
+    return SOLUTION.sub(stub, source)
+
+
+ANSWER_STUB = re.compile(r"^\w+ = None  # your answer here$", re.MULTILINE)
+EXERCISE_PROMPT = "# ✏️ Exercise: write the code where it says `raise NotImplementedError`, then run this cell."
+PREDICT_PROMPT = "# ✏️ Predict, then run: replace None with your answer, run this cell, then the next one."
 
 
 HEADING = re.compile(r"^(#{1,3}) ")
@@ -158,6 +189,8 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
             exercise = "exercise" in meta.get("tags", [])
             if exercise and edition == "student":
                 source = student_version(source)
+                prompt = PREDICT_PROMPT if ANSWER_STUB.search(source) else EXERCISE_PROMPT
+                source = f"{prompt}\n{source}"
             elif exercise:
                 meta = {**meta, "jupyter": {"source_hidden": True}}  # folded: the solution shows on request
             nb.cells.append(nbformat.v4.new_code_cell(source, metadata=meta))

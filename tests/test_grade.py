@@ -6,7 +6,7 @@ import csv
 import nbformat
 import pytest
 
-from course_utils.grade import exercises, grade, main
+from course_utils.grade import exercises, grade, main, run_notebook
 
 SETUP = "import torch\nfrom course_utils.checks import check_causal_mask, check_padding_mask, check_target_mask"
 RIGHT = "def right(size):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool))"
@@ -75,7 +75,7 @@ def test_every_checker_reports_its_own_name_to_the_grader(tmp_path, monkeypatch)
 
     log = tmp_path / "verdicts.jsonl"
     monkeypatch.setenv("COURSE_GRADE_LOG", str(log))
-    names = [name for name in checks.__all__ if name.startswith("check_")]
+    names = [name for name in checks.__all__ if name.startswith("check_") and name != "check_prediction"]
 
     def unwritten(*args):
         raise NotImplementedError
@@ -86,12 +86,20 @@ def test_every_checker_reports_its_own_name_to_the_grader(tmp_path, monkeypatch)
     assert [(r["check"], r["status"]) for r in records] == [(name, "not attempted") for name in names]
 
 
-def test_the_complete_edition_passes_every_exercise_and_the_student_edition_attempts_none():
-    from pathlib import Path
+def test_predictions_are_exercises_of_their_own_and_raising_cells_are_listed(tmp_path):
+    from course_utils.checks.predictions import QUESTIONS
 
-    notebooks = Path(__file__).resolve().parents[1] / "notebooks"
-    complete = grade(notebooks / "03_positional_encoding.ipynb", timeout=300)  # the quickest chapter
-    assert complete and all(r.status == "pass" for r in complete), complete
-    student = grade(notebooks / "student" / "03_positional_encoding.ipynb", timeout=300)
-    assert [r.exercise for r in student] == [r.exercise for r in complete]
-    assert all(r.status == "not attempted" for r in student), student
+    first, second = sorted(QUESTIONS)[:2]
+    path = notebook(
+        tmp_path,
+        "from course_utils.checks import check_prediction",
+        f'check_prediction("{first}", "{QUESTIONS[first].answer}")',
+        "undefined_name",
+        f'check_prediction("{second}", None)',
+    )
+    report = run_notebook(path, timeout=120)
+    assert [(r.exercise, r.status) for r in report.results] == [
+        (f"check_prediction[{first}]", "pass"),
+        (f"check_prediction[{second}]", "not attempted"),
+    ]
+    assert report.errors == ["cell 3: NameError: name 'undefined_name' is not defined"] and report.stopped is None
