@@ -8,7 +8,7 @@ import pytest
 
 from course_utils.grade import exercises, grade, main, run_notebook
 
-SETUP = "import torch\nfrom course_utils.checks import check_causal_mask, check_padding_mask, check_target_mask"
+SETUP = "import torch\nfrom course_utils.checks import check_causal_mask, check_padding_mask, check_sliding_window_mask"
 RIGHT = "def right(size):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool))"
 
 
@@ -27,18 +27,18 @@ def test_each_exercise_gets_its_status_and_the_file_is_untouched(tmp_path):
         RIGHT + "\ncheck_causal_mask(right)",
         "def stub(tokens, pad_id):\n    raise NotImplementedError\ncheck_padding_mask(stub)",
         "1 / 0  # a broken cell does not stop the grading",
-        "def transposed(tokens, pad_id):\n    return torch.ones(1)\ncheck_target_mask(transposed)",
+        "def wrong(size, window):\n    return torch.ones(1)\ncheck_sliding_window_mask(wrong)",
     )
     before = path.read_bytes()
     results = grade(path, timeout=120)
     assert [(r.exercise, r.status) for r in results] == [
         ("check_causal_mask", "pass"),
         ("check_padding_mask", "not attempted"),
-        ("check_target_mask", "fail"),
+        ("check_sliding_window_mask", "fail"),
     ]
     assert "not written yet" in results[1].message and results[2].message.startswith("❌")
     assert path.read_bytes() == before
-    assert exercises(path) == ["check_causal_mask", "check_padding_mask", "check_target_mask"]
+    assert exercises(path) == ["check_causal_mask", "check_padding_mask", "check_sliding_window_mask"]
 
 
 def test_a_crash_or_an_endless_loop_leaves_the_rest_not_run(tmp_path):

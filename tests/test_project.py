@@ -132,19 +132,50 @@ def test_each_section_opens_a_slide(path):
         assert not re.search(r"\n## ", text.split("```")[0]), "a section heading inside a cell cannot open a slide"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_each_notebook_has_checked_exercises_with_folded_solutions(path):
-    nb = json.loads(path.read_text())
-    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    exercises = [c for c in nb["cells"] if "exercise" in c["metadata"].get("tags", [])]
-    graded = re.findall(r"^check_\w+\(\w+\)", code, re.MULTILINE)  # a grader called on the student's function
-    assert len(exercises) >= 2 and len(graded) >= len(exercises), f"{path.stem}: {len(exercises)} exercises"
-    for cell in exercises:
+def exercise_cells(nb):
+    """The chapter's exercise cells: (in-chapter stubs, predictions, end-of-chapter exercises)."""
+    cells, seen_exercises_heading = ([], [], []), False
+    for cell in nb["cells"]:
         source = "".join(cell["source"])
-        assert "### BEGIN SOLUTION" in source and re.search(r"^check_\w+\(\w+\)", source, re.MULTILINE)
-        assert cell["metadata"]["jupyter"]["source_hidden"], "a solution is folded away in the complete edition"
+        seen_exercises_heading |= cell["cell_type"] == "markdown" and source.startswith("## Exercises")
+        if "exercise" in cell["metadata"].get("tags", []):
+            kind = 1 if "check_prediction(" in source else 2 if seen_exercises_heading else 0
+            cells[kind].append(source)
+    return cells
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_chapter_has_stubs_in_the_text_a_prediction_and_two_exercises_at_its_end(path):
+    nb = json.loads(path.read_text())
+    stubs, predictions, end = exercise_cells(nb)
+    assert len(stubs) >= 1 and len(predictions) >= 1 and len(end) >= 2, (
+        f"{path.stem}: {tuple(map(len, (stubs, predictions, end)))}"
+    )
+    for source in stubs + end:
+        assert re.search(r"^[ \t]+### BEGIN SOLUTION", source, re.MULTILINE), "a function's body is the exercise"
+        assert re.search(r"^check_\w+\(\w+", source, re.MULTILINE), "its checker is called on the function"
+    for source in predictions:
+        assert re.search(r'^### BEGIN SOLUTION\nmy_prediction = "\w"\n### END SOLUTION\ncheck_prediction\("[\w-]+", my_prediction\)',
+                         source, re.MULTILINE), source  # fmt: skip
+    for cell in nb["cells"]:
+        if "exercise" in cell["metadata"].get("tags", []):
+            assert cell["metadata"]["jupyter"]["source_hidden"], "a solution is folded away in the complete edition"
+    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert "from course_utils.checks import" in code
     assert "set_seed(" in code and "get_device()" in code
+
+
+def test_every_prediction_question_is_asked_by_exactly_one_chapter():
+    from course_utils.checks.predictions import QUESTIONS
+
+    asked = [
+        (m.group(1), path.stem[:2])
+        for path in NOTEBOOKS
+        for cell in nbformat.read(path, as_version=4).cells
+        for m in re.finditer(r'check_prediction\("([\w-]+)"', cell.source)
+    ]
+    assert sorted(q for q, _ in asked) == sorted(QUESTIONS)
+    assert all(QUESTIONS[q].chapter == chapter for q, chapter in asked)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -155,15 +186,20 @@ def test_the_student_edition_is_the_same_chapter_with_stubs(path):
     assert len(student.cells) == len(complete.cells)
     badge = f"https://colab.research.google.com/github/{cfg['repository']}/blob/{cfg['branch']}/notebooks/student/"
     assert badge + path.name in student.cells[0].source and "{{" not in json.dumps(student)
+    assert "Student edition" in student.cells[0].source and "Complete edition" in complete.cells[0].source
     stubs = 0
     for ours, theirs in zip(complete.cells, student.cells):
         if "exercise" in ours.metadata.get("tags", []):
-            assert "### BEGIN SOLUTION" not in theirs.source and "raise NotImplementedError" in theirs.source
+            assert "### BEGIN SOLUTION" not in theirs.source and theirs.source.startswith("# ✏️")
+            if "check_prediction(" in ours.source:
+                assert "my_prediction = None  # your answer here" in theirs.source
+            else:
+                assert "raise NotImplementedError" in theirs.source
             stubs += 1
         elif ours.cell_type == "code":
             assert theirs.source == ours.source  # everything else runs as in the complete edition
         assert not theirs.get("outputs"), "the student edition ships without outputs"
-    assert stubs >= 2
+    assert stubs >= 4
 
 
 @pytest.mark.parametrize("src", sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py")), ids=lambda p: p.stem)

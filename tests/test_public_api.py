@@ -27,11 +27,20 @@ EXPECTED = {
     "evaluation_curve", "use_offline_charts",
 }  # fmt: skip
 GRADERS = {
-    "check_causal_mask", "check_cross_attention", "check_feed_forward", "check_label_smoothing", "check_layer_norm",
-    "check_merge_heads", "check_mha_parameter_count", "check_next_token_targets", "check_noam_lr",
-    "check_padding_mask", "check_position_shift", "check_pre_norm_layer", "check_scaled_dot_product_attention",
-    "check_shift_right", "check_sinusoidal_encoding", "check_split_heads", "check_target_mask", "check_temperature",
-    "check_top_k",
+    # 01-02
+    "check_scaled_dot_product_attention", "check_causal_mask", "check_padding_mask", "check_sliding_window_mask",
+    "check_masked_mean", "check_attention_with_bias", "check_split_heads", "check_merge_heads",
+    "check_fused_head_projections", "check_grouped_query_attention",
+    # 03-04
+    "check_sinusoidal_encoding", "check_rotary_embedding", "check_alibi_bias", "check_layer_norm",
+    "check_encoder_layer", "check_rms_norm", "check_feed_forward", "check_pre_norm_layer",
+    # 05-06
+    "check_decoder_layer", "check_prefix_lm_mask", "check_teacher_forcing_batch", "check_label_smoothing",
+    "check_greedy_decode", "check_weight_tying", "check_sequence_accuracy",
+    # 07
+    "check_gpt_block", "check_sampling_step", "check_top_p", "check_kv_cache_step",
+    # every chapter: predict, then run
+    "check_prediction",
 }  # fmt: skip
 
 

@@ -33,7 +33,8 @@ ALLOWED = {
     "1,050,624",
 }
 
-CODE_HEADING = re.compile(r"^#[ \t]*#{1,6}[ \t]+\S.*$", re.MULTILINE)
+# (the exercises' "### BEGIN SOLUTION" / "### END SOLUTION" markers are code, not headings)
+CODE_HEADING = re.compile(r"^#[ \t]*#{1,6}[ \t]+(?!(?:BEGIN|END) SOLUTION$)\S.*$", re.MULTILINE)
 SECTION = re.compile(r"^##\s+(\d+)\.\s.*$", re.MULTILINE)
 HEADING = re.compile(r"^(#{1,6})\s+(.*)$", re.MULTILINE)
 # A claim: a decimal with at least two places, a percentage, a ratio (1.3x, 1.3×), or a grouped integer.

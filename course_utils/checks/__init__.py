@@ -7,37 +7,71 @@ is a classic one (a missing sqrt(d_k), 2i applied twice, unbiased variance), the
 
 from ._core import Verdict
 from .attention import (
-    check_cross_attention,
+    check_attention_with_bias,
+    check_fused_head_projections,
+    check_grouped_query_attention,
     check_merge_heads,
-    check_mha_parameter_count,
     check_scaled_dot_product_attention,
     check_split_heads,
 )
-from .generation import check_next_token_targets, check_temperature, check_top_k
-from .layers import check_feed_forward, check_layer_norm, check_pre_norm_layer
-from .masks import check_causal_mask, check_padding_mask, check_target_mask
-from .positional import check_position_shift, check_sinusoidal_encoding
-from .training import check_label_smoothing, check_noam_lr, check_shift_right
+from .generation import (
+    check_gpt_block,
+    check_kv_cache_step,
+    check_sampling_step,
+    check_top_p,
+)
+from .layers import (
+    check_encoder_layer,
+    check_feed_forward,
+    check_layer_norm,
+    check_pre_norm_layer,
+    check_rms_norm,
+)
+from .masks import (
+    check_causal_mask,
+    check_masked_mean,
+    check_padding_mask,
+    check_sliding_window_mask,
+)
+from .positional import check_alibi_bias, check_rotary_embedding, check_sinusoidal_encoding
+from .predictions import check_prediction
+from .seq2seq import check_decoder_layer, check_greedy_decode, check_prefix_lm_mask, check_teacher_forcing_batch
+from .training import (
+    check_label_smoothing,
+    check_sequence_accuracy,
+    check_weight_tying,
+)
 
 __all__ = [
     "Verdict",
+    "check_alibi_bias",
+    "check_attention_with_bias",
     "check_causal_mask",
-    "check_cross_attention",
+    "check_decoder_layer",
+    "check_encoder_layer",
     "check_feed_forward",
+    "check_fused_head_projections",
+    "check_gpt_block",
+    "check_greedy_decode",
+    "check_grouped_query_attention",
+    "check_kv_cache_step",
     "check_label_smoothing",
     "check_layer_norm",
+    "check_masked_mean",
     "check_merge_heads",
-    "check_mha_parameter_count",
-    "check_next_token_targets",
-    "check_noam_lr",
     "check_padding_mask",
-    "check_position_shift",
     "check_pre_norm_layer",
+    "check_prediction",
+    "check_prefix_lm_mask",
+    "check_rms_norm",
+    "check_rotary_embedding",
+    "check_sampling_step",
     "check_scaled_dot_product_attention",
-    "check_shift_right",
+    "check_sequence_accuracy",
     "check_sinusoidal_encoding",
+    "check_sliding_window_mask",
     "check_split_heads",
-    "check_target_mask",
-    "check_temperature",
-    "check_top_k",
+    "check_teacher_forcing_batch",
+    "check_top_p",
+    "check_weight_tying",
 ]

@@ -9,9 +9,14 @@ import torch
 from torch import Tensor
 
 from ..masks import causal_mask, padding_mask
-from ._core import NotYet, Verdict, call, same, verdict
+from ._core import NotYet, Verdict, call, differs, same, verdict
 
-__all__ = ["check_causal_mask", "check_padding_mask", "check_target_mask"]
+__all__ = [
+    "check_causal_mask",
+    "check_masked_mean",
+    "check_padding_mask",
+    "check_sliding_window_mask",
+]
 
 
 def check_causal_mask(fn: Callable[..., Any]) -> Verdict:
@@ -49,26 +54,61 @@ def check_padding_mask(fn: Callable[..., Any]) -> Verdict:
     return verdict(run)
 
 
-def check_target_mask(fn: Callable[..., Any]) -> Verdict:
-    """``fn(tgt (B, T), pad_id)`` returns the decoder's ``(B, 1, T, T)`` mask: causal and not padding."""
+def check_sliding_window_mask(fn: Callable[..., Any]) -> Verdict:
+    """``fn(size, window)`` returns a bool ``(size, size)`` mask: query i may attend to key j when
+    ``i - window < j <= i``, itself and the ``window - 1`` positions before it."""
 
     def run() -> str:
-        tgt = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 2, 0, 0]])
-        got = call(fn, tgt, 0)
-        expected = padding_mask(tgt, 0) & causal_mask(5)
-        if (
-            isinstance(got, Tensor)
-            and got.shape == expected.shape
-            and torch.equal(got, causal_mask(5).expand(2, 1, 5, 5))
-        ):
-            raise NotYet("causal, but padded target positions are still visible: combine with padding_mask using &")
-        if (
-            isinstance(got, Tensor)
-            and got.shape == expected.shape
-            and torch.equal(got, padding_mask(tgt, 0).expand(2, 1, 5, 5))
-        ):
-            raise NotYet("padding is hidden but the future is not: combine with causal_mask using &")
-        same(got, expected, "target mask")
-        return "target mask is right: (B, 1, T, T), causal and blind to padding."
+        for size, window in ((6, 3), (5, 1), (7, 2), (4, 9)):
+            got = call(fn, size, window)
+            i, j = torch.arange(size)[:, None], torch.arange(size)  # (size, 1) queries, (size,) keys
+            expected = (j <= i) & (j > i - window)  # (size, size)
+            mistakes = {
+                "the mask is transposed: row i (the query) may see the columns i - window < j <= i": expected.T,
+                f"off by one: with window={window} each query sees {window + 1} positions; it must see itself and "
+                "the window - 1 before it: j > i - window": (j <= i) & (j >= i - window),
+                f"off by one: with window={window} each query sees only {window - 1} positions; it must see itself "
+                "and the window - 1 before it: j > i - window": (j <= i) & (j > i - window + 1),
+                "the future is allowed: a band around the diagonal; keep only j <= i (causal)": (i - j).abs() < window,
+                f"this is the plain causal mask: the window={window} is ignored": j <= i,
+            }
+            for message, buggy in mistakes.items():
+                if isinstance(got, Tensor) and not torch.equal(buggy, expected) and torch.equal(got, buggy):
+                    raise NotYet(message)
+            same(got, expected, f"the mask with size={size}, window={window}")
+        return "sliding_window_mask is right: each query sees itself and the window - 1 positions before it."
+
+    return verdict(run)
+
+
+def check_masked_mean(fn: Callable[..., Any]) -> Verdict:
+    """``fn(x (B, T, d), mask (B, T))`` returns ``(B, d)``: each sequence's mean over its real tokens
+    (``mask`` True), padding left out."""
+
+    def run() -> str:
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(3, 5, 4, generator=g) + 1.0  # (B, T, d); padding holds values too, as real tensors do
+        lengths = torch.tensor([5, 2, 3])
+        mask = torch.arange(5) < lengths[:, None]  # (B, T): True at the real tokens
+        got = call(fn, x, mask)
+        keep = mask.unsqueeze(-1).float()  # (B, T, 1)
+        total = (x * keep).sum(dim=1)  # (B, d)
+        expected = total / lengths[:, None]
+        mistakes = {
+            "the padding is averaged in: x.mean(dim=1) counts every position; weight by the mask first": x.mean(1),
+            "divided by T: a padded sequence's mean shrinks; divide by its number of real tokens, "
+            "mask.sum(dim=1, keepdim=True)": total / 5,
+            "a sum, not a mean: divide by the number of real tokens, mask.sum(dim=1, keepdim=True)": total,
+        }
+        for message, buggy in mistakes.items():
+            if not differs(got, buggy):
+                raise NotYet(message)
+        over_padding = (x * (1 - keep)).sum(1) / (5 - lengths[:, None])  # (B, d); row 0, no padding: 0/0
+        if isinstance(got, Tensor) and got.shape == expected.shape and not differs(got[1:], over_padding[1:]):
+            raise NotYet("this is the mean over the padding: True in mask marks the real tokens")
+        if isinstance(got, Tensor) and got.shape == (3, 1, 4):
+            raise NotYet("shape (B, 1, d): pool over dim=1 without keepdim=True, so that the T axis goes away")
+        same(got, expected, "the pooled vectors")
+        return "masked_mean is right: each sequence's mean over its real tokens only."
 
     return verdict(run)

@@ -49,7 +49,15 @@ from course_utils import (
     scaled_dot_product_attention,
     set_seed,
 )
-from course_utils.checks import check_causal_mask, check_padding_mask, check_scaled_dot_product_attention
+from course_utils.checks import (
+    check_attention_with_bias,
+    check_causal_mask,
+    check_masked_mean,
+    check_padding_mask,
+    check_prediction,
+    check_scaled_dot_product_attention,
+    check_sliding_window_mask,
+)
 
 set_seed(0)
 device = get_device()
@@ -179,6 +187,24 @@ attention_heatmap(weights, tokens, title="Hand-built attention: who looks at who
 # $q \cdot k = \sum_{m=1}^{d_k} q_m k_m$ is a sum of $d_k$ terms of variance 1, so
 # $\operatorname{Var}(q \cdot k) = d_k$: the scores spread out as $d_k$ grows. Let us check that, and see what
 # it does to the softmax.
+#
+# **Predict, then run.** The next cells draw one query and 16 keys with random components of variance 1, for
+# $d_k$ from 4 to 1024, and apply the softmax to their scores, once without the division by $\sqrt{d_k}$ and
+# once with it. *Without* it, what happens to the largest weight of a row (averaged over many draws) as $d_k$
+# grows?
+#
+# - (a) it stays near $1/16$: random keys look alike, so the weights stay uniform;
+# - (b) it stays about the same: the weights always sum to 1, whatever $d_k$;
+# - (c) it climbs towards 1: one key takes nearly all the weight;
+# - (d) it falls: more dimensions spread the weight over more keys.
+#
+# Write your letter in the cell below and run it; the cell after it measures the answer.
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "c"
+### END SOLUTION
+check_prediction("unscaled-scores", my_prediction)  # your answer: "a", "b", "c" or "d"
 
 # %%
 set_seed(0)
@@ -199,6 +225,8 @@ for dk, name, var, top, slope in rows:
     print(f"{dk:>5} {name:>14} {var:>9.1f} {top:>16.2f} {slope:>14.3f}")
 for dk, name, var, *_ in rows:  # the variance is d_k unscaled, 1 scaled (up to sampling noise)
     assert abs(var / (dk if name == "q.k" else 1) - 1) < 0.05
+top_unscaled = [top for _, name, _, top, _ in rows if name == "q.k"]  # mean largest weight, d_k = 4 ... 1024
+assert top_unscaled == sorted(top_unscaled) and top_unscaled[-1] > 0.9  # the prediction's answer: (c)
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), layout="constrained")
@@ -357,25 +385,37 @@ print(
 #
 # ## 6. Your version, the course's, and PyTorch's
 #
-# Here is everything above as one function, written for any number of leading batch dimensions
-# `(..., T, d_k)`:
+# Now write everything above as one function, `attention`, for any number of leading batch dimensions
+# `(..., T, d_k)`: the scores, the division by $\sqrt{d_k}$, the mask, the softmax over the keys, the weighted
+# sum of the values. The checker below runs it with $T_q \neq T_k$, with and without masks, and compares it with
+# `course_utils.scaled_dot_product_attention` and with PyTorch's fused `F.scaled_dot_product_attention`.
 
 
-# %%
+# %% tags=["exercise"]
 def attention(query, key, value, mask=None):
-    """softmax(Q K^T / sqrt(d_k)) V with a bool mask (True = may attend). Returns (output, weights)."""
+    """Scaled dot-product attention: softmax(Q K^T / sqrt(d_k)) V.
+
+    query (..., T_q, d_k), key (..., T_k, d_k), value (..., T_k, d_v); mask: None, or bool (True = may attend)
+    broadcastable to (..., T_q, T_k). Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
+    Hint: key.transpose(-2, -1) swaps the last two axes; scores.masked_fill(~mask, float("-inf")) hides the
+    scores where the mask is False; the softmax runs over the keys, dim=-1.
+    """
+    ### BEGIN SOLUTION
     d_k = query.size(-1)
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)  # (..., T_q, T_k)
     return weights @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)
+    ### END SOLUTION
 
+
+check_scaled_dot_product_attention(attention)
 
 # %% [markdown]
-# It must agree with `course_utils.scaled_dot_product_attention` (which adds input checks and the NaN-safe
-# rows) and with PyTorch's fused `F.scaled_dot_product_attention`, on batched inputs with $T_q \neq T_k$,
-# with and without a mask:
+# The course's own version, `course_utils.scaled_dot_product_attention`, adds input checks and the NaN-safe
+# rows of section 4. It agrees with PyTorch's fused `F.scaled_dot_product_attention` on batched inputs with
+# $T_q \neq T_k$, with and without a mask:
 
 # %%
 set_seed(0)
@@ -383,15 +423,14 @@ q, k, v = torch.randn(2, 4, 5, 16), torch.randn(2, 4, 9, 16), torch.randn(2, 4, 
 m = torch.rand(2, 1, 5, 9) > 0.3
 m[..., 0] = True  # every query may see at least one key
 for mask in (None, m):
-    mine, _ = attention(q, k, v, mask)
-    course, _ = scaled_dot_product_attention(q, k, v, mask)
-    torch.testing.assert_close(mine, course)
-    torch.testing.assert_close(mine, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
-print("✓ attention == course_utils.scaled_dot_product_attention == F.scaled_dot_product_attention")
+    course, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T_q, d_v) = (2, 4, 5, 16)
+    torch.testing.assert_close(course, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+print("✓ course_utils.scaled_dot_product_attention == F.scaled_dot_product_attention")
 
 # %% [markdown]
-# `attention` spells out every step. The course's `scaled_dot_product_attention`, which this chapter has
-# used since section 4, computes the same thing; the rest of the course imports it rather than redefining it.
+# Your `attention` spells out every step. The course's `scaled_dot_product_attention`, which this chapter has
+# used since section 4, computes the same thing; the rest of the chapter and of the course use it, so
+# everything below runs even before your version is finished.
 #
 # ## 7. Interactive: hover over the attention
 #
@@ -472,25 +511,7 @@ assert memory_ratios == [4.0, 4.0, 4.0]  # T x T weights: exactly 4 times the me
 #
 # {{EXERCISES}}
 #
-# **Exercise 1.** Write scaled dot-product attention yourself, for inputs of shape `(..., T, d_k)` and an
-# optional bool mask (True = may attend). Return the output (or the pair output, weights).
-
-
-# %% tags=["exercise"]
-def my_attention(query, key, value, mask=None):
-    ### BEGIN SOLUTION
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return weights @ value, weights
-    ### END SOLUTION
-
-
-check_scaled_dot_product_attention(my_attention)
-
-# %% [markdown]
-# **Exercise 2.** Write `my_causal_mask(size)`: a bool `(size, size)` tensor, True where query $i$ may
+# **Exercise 1.** Write `my_causal_mask(size)`: a bool `(size, size)` tensor, True where query $i$ may
 # attend to key $j$. Hint: `torch.tril`.
 
 
@@ -504,7 +525,7 @@ def my_causal_mask(size):
 check_causal_mask(my_causal_mask)
 
 # %% [markdown]
-# **Exercise 3.** Write `my_padding_mask(tokens, pad_id)`: from token ids `(B, T)`, a bool mask of shape
+# **Exercise 2.** Write `my_padding_mask(tokens, pad_id)`: from token ids `(B, T)`, a bool mask of shape
 # `(B, 1, 1, T)` that is True at real tokens.
 
 
@@ -516,6 +537,67 @@ def my_padding_mask(tokens, pad_id):
 
 
 check_padding_mask(my_padding_mask)
+
+# %% [markdown]
+# **Exercise 3: a sliding-window mask.** Models that read very long texts (Longformer, Mistral) often let each
+# position attend only to the last few positions: itself and the `window - 1` before it. Write
+# `sliding_window_mask(size, window)`: a bool `(size, size)` tensor, True where query $i$ may attend to key $j$,
+# that is where $i - \text{window} < j \le i$. With `window >= size` it is the causal mask. Each row then has at
+# most `window` True entries. Hint: `i = torch.arange(size)[:, None]` (a column of queries) and
+# `j = torch.arange(size)` (a row of keys) broadcast to `(size, size)`; combine two comparisons with `&`.
+
+
+# %% tags=["exercise"]
+def sliding_window_mask(size, window):
+    """(size, size) bool mask: query i may attend to keys i - window < j <= i."""
+    ### BEGIN SOLUTION
+    i, j = torch.arange(size)[:, None], torch.arange(size)  # (size, 1) queries, (size,) keys
+    return (j <= i) & (j > i - window)  # (size, size)
+    ### END SOLUTION
+
+
+check_sliding_window_mask(sliding_window_mask)
+
+# %% [markdown]
+# **Exercise 4: mean pooling without the padding.** To classify a whole sentence, a model often averages its
+# token vectors into one. In a padded batch the average must leave the padding out. Write
+# `masked_mean(x, mask)`: from `x` of shape `(B, T, d)` and a bool `mask` of shape `(B, T)`, True at real
+# tokens, return `(B, d)`: each sequence's mean over its real tokens only. Hint: `mask.unsqueeze(-1)` has shape
+# `(B, T, 1)` and broadcasts over `d`; divide each sum by that sequence's number of real tokens, not by $T$.
+
+
+# %% tags=["exercise"]
+def masked_mean(x, mask):
+    """x (B, T, d), mask (B, T) bool (True = real token) -> (B, d): the mean over the real tokens."""
+    ### BEGIN SOLUTION
+    keep = mask.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
+    return (x * keep).sum(dim=1) / keep.sum(dim=1)  # (B, d) / (B, 1)
+    ### END SOLUTION
+
+
+check_masked_mean(masked_mean)
+
+# %% [markdown]
+# **Exercise 5: attention with an additive bias.** A mask is a bias of $0$ (may attend) or $-\infty$ (may not)
+# added to the scores. Some models add a finite, float bias instead: ALiBi penalises far-away keys by a
+# slope times the distance, T5 adds a learned bias per distance. Write `attention_with_bias(query, key, value,
+# bias)`: $\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + \text{bias}\right)V$, with `query`
+# `(..., T_q, d_k)`, `key` `(..., T_k, d_k)`, `value` `(..., T_k, d_v)` and a float `bias` broadcastable to
+# `(..., T_q, T_k)`. Return the output `(..., T_q, d_v)`, or the pair (output, weights). Hint: where does
+# `masked_fill` act in your `attention`? The bias acts there, on the scaled scores.
+
+
+# %% tags=["exercise"]
+def attention_with_bias(query, key, value, bias):
+    """softmax(Q K^T / sqrt(d_k) + bias) V: query (..., T_q, d_k), bias (..., T_q, T_k) -> (..., T_q, d_v)."""
+    ### BEGIN SOLUTION
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)) + bias  # (..., T_q, T_k)
+    weights = scores.softmax(dim=-1)  # (..., T_q, T_k)
+    return weights @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)
+    ### END SOLUTION
+
+
+check_attention_with_bias(attention_with_bias)
 
 # %% [markdown]
 # **Going further.** Change the hand-built $W^Q$ in section 2 so that nouns look at determiners, and

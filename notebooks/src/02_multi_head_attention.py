@@ -53,7 +53,13 @@ from course_utils import (
     set_seed,
     train,
 )
-from course_utils.checks import check_merge_heads, check_mha_parameter_count, check_split_heads
+from course_utils.checks import (
+    check_fused_head_projections,
+    check_grouped_query_attention,
+    check_merge_heads,
+    check_prediction,
+    check_split_heads,
+)
 
 set_seed(0)
 device = get_device()
@@ -107,6 +113,48 @@ print(f"one Linear({d_model}, {d_model}) = {n_heads} heads of d_k = {d_k}: head 
 # The only tricky part of multi-head attention is bookkeeping. The whole journey first, then each step in code:
 #
 # ![Shapes through multi-head attention: project, view as heads, transpose, attend, transpose back, merge, project](../images/multi_head_shapes.png)
+#
+# Write the two bookkeeping steps yourself first. `split_heads(x, n_heads)` takes the projected
+# `(B, T, d_model)` to `(B, h, T, d_k)`: it views the last axis as $h$ blocks of $d_k$ features (head $i$ owns
+# block $i$, as in section 2), then moves the head axis in front of $T$. `merge_heads(x)` undoes it, from
+# `(B, h, T, d_k)` back to `(B, T, h * d_k)`, the heads' outputs side by side.
+
+
+# %% tags=["exercise"]
+def split_heads(x, n_heads):
+    """(B, T, d_model) -> (B, n_heads, T, d_k), with d_k = d_model // n_heads.
+
+    Hint: x.view(B, T, n_heads, d_k) splits the features; x.transpose(1, 2) swaps the T and head axes.
+    """
+    ### BEGIN SOLUTION
+    B, T, d_model = x.shape
+    x = x.view(B, T, n_heads, d_model // n_heads)  # (B, T, h, d_k)
+    return x.transpose(1, 2)  # (B, h, T, d_k)
+    ### END SOLUTION
+
+
+check_split_heads(split_heads)
+
+
+# %% tags=["exercise"]
+def merge_heads(x):
+    """(B, n_heads, T, d_k) -> (B, T, n_heads * d_k): the inverse of split_heads.
+
+    Hint: undo the steps in reverse order. After a transpose, .reshape works where .view may refuse.
+    """
+    ### BEGIN SOLUTION
+    B, h, T, d_k = x.shape
+    x = x.transpose(1, 2)  # (B, T, h, d_k)
+    return x.reshape(B, T, h * d_k)  # (B, T, h * d_k)
+    ### END SOLUTION
+
+
+check_merge_heads(merge_heads)
+
+# %% [markdown]
+# Here is each step in code, on the projections of section 2. This cell, like the rest of the chapter, writes
+# the reshapes out rather than calling your two functions, so everything below runs even before yours are
+# finished.
 
 # %%
 set_seed(0)
@@ -512,7 +560,22 @@ attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Pick
 # ## 9. One head for two jobs?
 #
 # Is the second head needed? Train the same model with `n_heads=1` (one head of $d_k = 32$, and the same
-# number of parameters, section 5), with the same recipe, and measure it the same way:
+# number of parameters, section 5), with the same recipe, and measure it the same way.
+#
+# **Predict, then run.** The two-head model gave one head to each job. What will the one-head model do?
+#
+# - (a) solve both jobs, a little less accurately: same parameters, same capacity;
+# - (b) keep the previous-digit job and give up the marked digit;
+# - (c) keep the marked-digit job and give up the previous digit;
+# - (d) solve neither: its loss stays near $2 \ln 10$.
+#
+# Write your letter in the cell below and run it; the cell after it trains the model and measures the answer.
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "c"
+### END SOLUTION
+check_prediction("one-head-two-jobs", my_prediction)  # your answer: "a", "b", "c" or "d"
 
 # %% tags=["nbval-ignore-output"]
 set_seed(0)
@@ -524,6 +587,7 @@ accuracy_previous_1, accuracy_marked_1, w_1 = evaluate(one_head)
 on_previous_1, on_marker_1, _ = where_heads_look(w_1)
 print(f"answering the marked digit for both jobs scores 1/12 + 11/12 * 1/10 = {1 / 12 + 11 / 12 / 10:.1%} "
       "on the previous digit")  # fmt: skip
+# the prediction's answer, (c): the marked-digit job kept, the previous digit given up
 assert accuracy_previous_1 < 0.5 and accuracy_marked_1 > 0.95, "one head should keep one job and give up the other"
 assert on_marker_1[0] > 0.9 and abs(history_1.loss[-1] - math.log(10)) < 0.2
 
@@ -569,46 +633,50 @@ assert on_marker_1[0] > 0.9 and abs(history_1.loss[-1] - math.log(10)) < 0.2
 #
 # {{EXERCISES}}
 #
-# **Exercise 1.** Write `my_split_heads(x, n_heads)`: `(B, T, d_model)` $\to$ `(B, n_heads, T, d_k)`.
+# **Exercise 1: one fused projection from $h$ small ones.** Section 2 took head 2's block out of one
+# `nn.Linear`. Go the other way. You are given a list of $h$ matrices $W_i^Q$ in the paper's layout, each of
+# shape `(d_model, d_k)`, so that head $i$'s queries are `x @ W_i`. Write `fuse_head_projections(head_weights)`:
+# the `(d_model, d_model)` tensor to copy into `nn.Linear(d_model, d_model).weight` so that this one layer
+# computes every head's queries at once, head $i$'s in output features $i \cdot d_k$ to $(i + 1) \cdot d_k - 1$,
+# as `MultiHeadAttention.w_q` does. Hint: `nn.Linear` stores its weight as `(out, in)` and computes
+# `x @ weight.T`; `torch.cat(tensors, dim)` joins tensors along an existing axis.
 
 
 # %% tags=["exercise"]
-def my_split_heads(x, n_heads):
+def fuse_head_projections(head_weights):
+    """h tensors (d_model, d_k), head i's queries = x @ W_i -> the (h * d_k, d_model) weight of one nn.Linear."""
     ### BEGIN SOLUTION
-    B, T, d_model = x.shape
-    return x.view(B, T, n_heads, d_model // n_heads).transpose(1, 2)
+    fused = torch.cat(head_weights, dim=1)  # (d_model, h * d_k): the paper's W^Q, heads side by side
+    return fused.T  # (h * d_k, d_model): nn.Linear's (out, in) layout
     ### END SOLUTION
 
 
-check_split_heads(my_split_heads)
+check_fused_head_projections(fuse_head_projections)
 
 # %% [markdown]
-# **Exercise 2.** Write `my_merge_heads(x)`: `(B, n_heads, T, d_k)` $\to$ `(B, T, n_heads * d_k)`, the inverse.
+# **Exercise 2: grouped-query attention.** When a model generates text, it keeps every past token's keys and
+# values, for every head (the KV cache, chapter 07), and that memory grows with the context. Grouped-query
+# attention (Llama 2 70B, Mistral) keeps $h$ query heads but only $g$ key/value heads, $g$ dividing $h$: query
+# heads $0$ to $h/g - 1$ share key/value head 0, the next $h/g$ share head 1, and so on; query head $i$ uses
+# key/value head $\lfloor i / (h/g) \rfloor$. With $g = 1$ it is multi-query attention; with $g = h$, the
+# multi-head attention of this chapter. Write `grouped_query_attention(query, key, value)`: `query` of shape
+# `(B, h, T_q, d_k)`, `key` and `value` of shape `(B, g, T_k, d_k)`; return the output `(B, h, T_q, d_k)` (or
+# the pair output, weights). Hint: give each query head its own copy of its key/value head along `dim=1`, with
+# copies of the same head side by side, then call `scaled_dot_product_attention`.
 
 
 # %% tags=["exercise"]
-def my_merge_heads(x):
+def grouped_query_attention(query, key, value):
+    """query (B, h, T_q, d_k), key and value (B, g, T_k, d_k) -> (B, h, T_q, d_k); h // g query heads per group."""
     ### BEGIN SOLUTION
-    B, h, T, d_k = x.shape
-    return x.transpose(1, 2).reshape(B, T, h * d_k)
+    group = query.size(1) // key.size(1)  # h // g query heads share each key/value head
+    key = key.repeat_interleave(group, dim=1)  # (B, h, T_k, d_k): heads 0, 0, 1, 1, ... when h // g = 2
+    value = value.repeat_interleave(group, dim=1)  # (B, h, T_k, d_k)
+    return scaled_dot_product_attention(query, key, value)  # (B, h, T_q, d_k), (B, h, T_q, T_k)
     ### END SOLUTION
 
 
-check_merge_heads(my_merge_heads)
-
-# %% [markdown]
-# **Exercise 3.** Write `mha_parameters(d_model, n_heads)`: the number of parameters of multi-head
-# attention with biases, as a formula (no module).
-
-
-# %% tags=["exercise"]
-def mha_parameters(d_model, n_heads):
-    ### BEGIN SOLUTION
-    return 4 * d_model * d_model + 4 * d_model  # w_q, w_k, w_v, w_o: weights and biases
-    ### END SOLUTION
-
-
-check_mha_parameter_count(mha_parameters)
+check_grouped_query_attention(grouped_query_attention)
 
 # %% [markdown]
 # **Going further.** Train `TwoJobModel(n_heads=4)`: how many heads end up doing each job? Train the one-head

@@ -16,7 +16,8 @@
 # - the sinusoidal formula, and the common bug that applies $2i$ twice;
 # - how to read the encoding: as a heatmap (static and interactive), as waves of growing wavelength;
 # - why it encodes *relative* positions: $PE(p+k) = M_k\,PE(p)$ with $M_k$ a rotation, verified numerically;
-# - the alternatives: learned position embeddings and rotary embeddings (RoPE).
+# - the alternatives: learned position embeddings, rotary embeddings (RoPE) and ALiBi's distance bias, the last
+#   two written by you in the exercises.
 #
 # **Prerequisites:** chapters 01–02. **Time:** about 40 minutes.
 
@@ -46,7 +47,12 @@ from course_utils import (
     set_seed,
     sinusoidal_encoding,
 )
-from course_utils.checks import check_position_shift, check_sinusoidal_encoding
+from course_utils.checks import (
+    check_alibi_bias,
+    check_prediction,
+    check_rotary_embedding,
+    check_sinusoidal_encoding,
+)
 
 set_seed(0)
 device = get_device()
@@ -55,9 +61,20 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 # %% [markdown]
 # ## 1. Attention cannot see order
 #
-# Shuffle the tokens of a sequence and feed both versions to a self-attention layer. If the layer knew
-# about order, shuffling would change what each token's output is. Instead, the output of the shuffled
-# sequence is **exactly the original output, shuffled the same way**: attention is *permutation-equivariant*.
+# Shuffle the tokens of a sequence and feed both versions to a self-attention layer, with no positions added:
+# six random token vectors `x` of shape `(1, 6, d_model)`, then the same six in the order `shuffle`.
+#
+# **Predict, then run.** How do the outputs for the shuffled tokens compare with the outputs for the original ones?
+#
+# - (a) nothing changes: the outputs come out as before, in the original order;
+# - (b) the outputs are the original outputs, shuffled the same way as the tokens;
+# - (c) every output changes: each token now has different neighbours, so it gets a new vector.
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "b"
+### END SOLUTION
+check_prediction("shuffled-tokens", my_prediction)  # your answer: "a", "b" or "c"
 
 # %%
 set_seed(0)
@@ -67,12 +84,14 @@ shuffle = torch.tensor([3, 0, 5, 1, 4, 2])  # a permutation of the six positions
 
 out, _ = attention(x, x, x)  # (output, weights): the output is what we compare
 out_of_shuffled, _ = attention(x[:, shuffle], x[:, shuffle], x[:, shuffle])
-torch.testing.assert_close(out_of_shuffled, out[:, shuffle])
+torch.testing.assert_close(out_of_shuffled, out[:, shuffle])  # (b): the same rows, moved with their tokens
+assert not torch.allclose(out_of_shuffled, out)  # not (a): the rows did move
 print("attention(shuffled tokens) == shuffled attention(tokens): order is invisible")
 
 # %% [markdown]
-# Each output row depends only on *which* tokens are around, not *where*. To tell "dog bit man" from "man
-# bit dog" the model needs the position inside the token vectors themselves.
+# Answer (b): the output of the shuffled sequence is **exactly the original output, shuffled the same way**.
+# Attention is *permutation-equivariant*. Each output row depends only on *which* tokens are around, not *where*.
+# To tell "dog bit man" from "man bit dog" the model needs the position inside the token vectors themselves.
 #
 # ## 2. The sinusoidal encoding
 #
@@ -88,11 +107,22 @@ print("attention(shuffled tokens) == shuffled attention(tokens): order is invisi
 # $d_{\text{model}} = 64$, printed below), below the paper's bound of $10000 \cdot 2\pi$. Like a clock
 # with many hands, each turning at its own speed.
 #
-# In code, `two_i` *is* $2i$: the even indices 0, 2, 4, ... The formula is written once, as printed.
+# **Your turn.** Write `my_sinusoidal_encoding(max_len, d_model)`: the `(max_len, d_model)` table for an even
+# `d_model`. In code, let `two_i` *be* $2i$: `torch.arange(0, d_model, 2)`, the even indices 0, 2, 4, ..., so the
+# formula is written once, as printed. All positions and pairs at once: `pos` as a column `(max_len, 1)` divided
+# by the row `10000 ** (two_i / d_model)` broadcasts to the `(max_len, d_model / 2)` angles. The checker compares
+# your table with `course_utils.sinusoidal_encoding`, which the rest of the chapter uses: everything below runs
+# even before your version is finished.
 
 
-# %%
+# %% tags=["exercise"]
 def my_sinusoidal_encoding(max_len, d_model):
+    """PE[pos, 2i] = sin(pos / 10000^(2i / d_model)), PE[pos, 2i+1] = cos(the same angle).
+
+    max_len, d_model (even): ints -> the (max_len, d_model) float32 table, one row per position.
+    Hint: fill the even columns pe[:, 0::2] with the sines and the odd ones pe[:, 1::2] with the cosines.
+    """
+    ### BEGIN SOLUTION
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (d_model / 2,): 0, 2, 4, ... = 2i
     angle = pos / 10000 ** (two_i / d_model)  # (max_len, d_model / 2), by broadcasting
@@ -100,24 +130,25 @@ def my_sinusoidal_encoding(max_len, d_model):
     pe[:, 0::2] = torch.sin(angle)  # even dimensions
     pe[:, 1::2] = torch.cos(angle)  # odd dimensions
     return pe  # (max_len, d_model)
+    ### END SOLUTION
 
 
-pe = my_sinusoidal_encoding(50, 64)
+check_sinusoidal_encoding(my_sinusoidal_encoding)
+
+# %% [markdown]
+# `course_utils.sinusoidal_encoding` (computed in float64, then rounded once) at position 1: the first pair is
+# $(\sin 1, \cos 1)$, since $\omega_0 = 1$. It equals the formula evaluated one entry at a time in plain Python:
+
+# %%
+pe = sinusoidal_encoding(50, 64)
 print("PE:", tuple(pe.shape), "= (max_len, d_model)")
 print("position 1, first 6 dims:", pe[1, :6].round(decimals=4))
 print("math.sin(1), math.cos(1):", round(math.sin(1), 4), round(math.cos(1), 4))
-
-# %% [markdown]
-# It equals `course_utils.sinusoidal_encoding` (computed in float64 and rounded once) and the formula
-# evaluated one entry at a time in plain Python:
-
-# %%
-torch.testing.assert_close(pe, sinusoidal_encoding(50, 64))
 by_hand = torch.tensor(
     [[(math.sin if d % 2 == 0 else math.cos)(p / 10000 ** ((d - d % 2) / 64)) for d in range(64)] for p in range(50)]
 )
 torch.testing.assert_close(pe, by_hand)
-print("✓ my_sinusoidal_encoding == course_utils.sinusoidal_encoding == the formula, entry by entry")
+print("✓ course_utils.sinusoidal_encoding == the formula, entry by entry")
 
 # %% [markdown]
 # ### The classic bug: $2i$ applied twice
@@ -307,7 +338,7 @@ positional = PositionalEncoding(d_model=16, dropout=0.0, max_len=100)
 embeddings = torch.zeros(2, 5, 16)  # (B, T, d_model)
 out = positional(embeddings)
 print("output:", tuple(out.shape), "= (B, T, d_model)")
-torch.testing.assert_close(out[0], my_sinusoidal_encoding(5, 16))  # zeros + PE = PE
+torch.testing.assert_close(out[0], sinusoidal_encoding(5, 16))  # zeros + PE = PE
 print("buffers:", [(name, tuple(buffer.shape)) for name, buffer in positional.named_buffers()])
 print("parameters:", sum(p.numel() for p in positional.parameters()))
 print("state dict keys:", list(positional.state_dict()))
@@ -394,7 +425,9 @@ torch.testing.assert_close(torch.stack(scores), scores[0].expand(3))
 
 # %% [markdown]
 # Same distance, same score. Real RoPE applies this to every pair of dimensions with the frequencies
-# $\omega_i$ of the sinusoidal encoding.
+# $\omega_i$ of the sinusoidal encoding: Exercise 1 asks you to write it. A third family adds no position
+# vector at all and instead lowers each attention score by an amount that grows with the distance between query
+# and key (ALiBi, Exercise 2).
 #
 # ## Pitfalls
 #
@@ -411,47 +444,72 @@ torch.testing.assert_close(torch.stack(scores), scores[0].expand(3))
 # - Attention alone is permutation-equivariant: it sees a bag of tokens.
 # - The sinusoidal encoding gives each pair of dimensions a (sin, cos) at frequency $\omega_i = 10000^{-2i/d_{\text{model}}}$.
 # - Similarity between positions depends on their distance only, and a shift by $k$ is a fixed rotation $M_k$.
-# - Learned embeddings and rotary embeddings are the main alternatives.
+# - Learned embeddings, rotary embeddings and distance biases (ALiBi) are the main alternatives.
 #
 # ## Exercises
 #
 # {{EXERCISES}}
 #
-# **Exercise 1.** Write the sinusoidal encoding yourself, `(max_len, d_model)` for even `d_model`.
+# **Exercise 1 · Rotary embeddings.** Section 7 rotated a single 2-D pair. Write `my_rope(x)` for a whole tensor
+# of queries or keys, `x` of shape `(B, n_heads, T, d_k)` with `d_k` even: at position $m$ (`0 .. T-1`, along
+# dimension $-2$), rotate each pair of features $(x_{2i}, x_{2i+1})$ by the angle $m\,\omega_i$, with the
+# frequencies of the sinusoidal table, $\omega_i = 1/10000^{2i/d_k}$:
+#
+# $$\begin{pmatrix} x'_{2i} \\ x'_{2i+1} \end{pmatrix}
+#  = \begin{pmatrix} \cos m\omega_i & -\sin m\omega_i \\ \sin m\omega_i & \cos m\omega_i \end{pmatrix}
+#    \begin{pmatrix} x_{2i} \\ x_{2i+1} \end{pmatrix}$$
+#
+# Return a tensor of the same shape, `(B, n_heads, T, d_k)`. Hint: build the `(T, d_k / 2)` table of angles by
+# broadcasting, as in section 2, and rotate all pairs at once through `x[..., 0::2]` and `x[..., 1::2]`. Besides
+# comparing with a reference, the checker tests what RoPE is for: the same query and key vectors placed at
+# positions $m$ and $n$ score $q'_m \cdot k'_n$, a number that must depend on $m - n$ only.
 
 
 # %% tags=["exercise"]
-def my_encoding(max_len, d_model):
+def my_rope(x):
+    """Rotary position embedding: each pair (2i, 2i+1) at position m rotated by m * omega_i.
+
+    x: (B, n_heads, T, d_k) -> (B, n_heads, T, d_k).
+    """
     ### BEGIN SOLUTION
-    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
-    pe = torch.zeros(max_len, d_model)
-    pe[:, 0::2] = torch.sin(pos / 10000 ** (two_i / d_model))
-    pe[:, 1::2] = torch.cos(pos / 10000 ** (two_i / d_model))
-    return pe
+    T, d_k = x.shape[-2], x.shape[-1]
+    pos = torch.arange(T, dtype=torch.float32)[:, None]  # (T, 1)
+    two_i = torch.arange(0, d_k, 2, dtype=torch.float32)  # (d_k / 2,): 2i
+    angle = pos / 10000 ** (two_i / d_k)  # (T, d_k / 2): m * omega_i
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    a, b = x[..., 0::2], x[..., 1::2]  # (B, n_heads, T, d_k / 2) each: the pairs' two features
+    out = torch.empty_like(x)
+    out[..., 0::2] = a * cos - b * sin
+    out[..., 1::2] = a * sin + b * cos
+    return out  # (B, n_heads, T, d_k)
     ### END SOLUTION
 
 
-check_sinusoidal_encoding(my_encoding)
+check_rotary_embedding(my_rope)
 
 # %% [markdown]
-# **Exercise 2.** Without looking at section 5, build `my_shift(k, d_model)`: the `(d_model, d_model)` matrix
-# $M_k$ such that $M_k\,PE(p) = PE(p + k)$ for every position $p$.
+# **Exercise 2 · A distance penalty instead of position vectors.** ALiBi (Press et al. 2022, "Train Short, Test
+# Long") adds nothing to the embeddings. It lowers each attention score by an amount proportional to the distance
+# between query $i$ and key $j$, with a fixed slope $m$ (one per head):
+#
+# $$\text{score}_{ij} = \frac{q_i \cdot k_j}{\sqrt{d_k}} - m\,|i - j|$$
+#
+# Write `my_alibi_bias(T, slope)`: the `(T, T)` float tensor $-m\,|i - j|$ (row $i$ the query, column $j$ the key),
+# to be added to the `(T, T)` scores before the softmax. The paper's version is causal and only looks back; this
+# symmetric one suits an encoder. Hint: `torch.arange(T)[:, None] - torch.arange(T)[None, :]` is the `(T, T)`
+# table of $i - j$.
 
 
 # %% tags=["exercise"]
-def my_shift(k, d_model):
+def my_alibi_bias(T, slope):
+    """The (T, T) distance bias -slope * |i - j| added to attention scores: 0 on the diagonal, lower further away."""
     ### BEGIN SOLUTION
-    M = torch.zeros(d_model, d_model)
-    for j in range(d_model // 2):
-        angle = k / 10000 ** (2 * j / d_model)
-        c, s = math.cos(angle), math.sin(angle)
-        M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
-    return M
+    distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # (T, T): i - j
+    return -slope * distance.abs().float()  # (T, T)
     ### END SOLUTION
 
 
-check_position_shift(my_shift)
+check_alibi_bias(my_alibi_bias)
 
 # %% [markdown]
 # **Going further.** In chapter 02's two-job model, replace `PositionalEncoding` with a learned table

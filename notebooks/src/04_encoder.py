@@ -15,7 +15,8 @@
 # - why residual connections let deep stacks learn (measured);
 # - the position-wise feed-forward network, and where dropout goes;
 # - post-norm (the paper) versus pre-norm (most modern models), with a measured comparison of how each trains;
-# - the encoder layer and the stack, equal to `nn.TransformerEncoderLayer`; padding masks; attention per layer and head.
+# - the encoder layer and the stack, equal to `nn.TransformerEncoderLayer`; padding masks; attention per layer and head;
+# - in the exercises: RMSNorm, and the pre-norm layer written from the post-norm one.
 #
 # **Prerequisites:** chapters 01–03. **Time:** about 60 minutes.
 
@@ -53,7 +54,14 @@ from course_utils import (
     set_seed,
     train,
 )
-from course_utils.checks import check_feed_forward, check_layer_norm, check_pre_norm_layer
+from course_utils.checks import (
+    check_encoder_layer,
+    check_feed_forward,
+    check_layer_norm,
+    check_pre_norm_layer,
+    check_prediction,
+    check_rms_norm,
+)
 
 set_seed(0)
 device = get_device()
@@ -83,15 +91,33 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 #
 # Two details matter: the variance divides by $d$ (the *biased* estimate), and $\epsilon$ sits **inside**
 # the square root. $\gamma$ (scale, `weight`) and $\beta$ (shift, `bias`) are learned, one per feature.
+#
+# **Your turn.** Write `my_layer_norm(x, weight, bias, eps)` for `x` of shape `(..., d)` and `weight`, `bias` of
+# shape `(d,)`; it returns the shape of `x`. The checker compares it with PyTorch's `F.layer_norm` and names the
+# two classic slips. From here on the chapter uses `course_utils.LayerNorm`, so everything below runs even before
+# your version is finished.
 
 
-# %%
+# %% tags=["exercise"]
 def my_layer_norm(x, weight, bias, eps=1e-5):
+    """gamma * (x - mean) / sqrt(var + eps) + beta over the last axis: (..., d) -> (..., d).
+
+    Hint: mean and var with dim=-1, keepdim=True (shape (..., 1)) broadcast against x; var is biased (divides by d).
+    """
+    ### BEGIN SOLUTION
     mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1): biased, divides by d
     return (x - mean) / torch.sqrt(var + eps) * weight + bias  # (..., d)
+    ### END SOLUTION
 
 
+check_layer_norm(my_layer_norm)
+
+# %% [markdown]
+# `course_utils.LayerNorm` holds the same two parameters under the same names as `nn.LayerNorm`, so one's weights
+# load into the other; with random $\gamma$ and $\beta$ both give the same output:
+
+# %%
 set_seed(0)
 x = torch.randn(2, 4, 8) * 5 + 3  # (B, T, d): far from mean 0, std 1
 torch_norm = nn.LayerNorm(8)
@@ -101,11 +127,9 @@ with torch.no_grad():
 course_norm = LayerNorm(8)
 course_norm.load_state_dict(torch_norm.state_dict())  # same names, same order: weight (gamma), bias (beta)
 
-y = my_layer_norm(x, torch_norm.weight, torch_norm.bias)
-torch.testing.assert_close(y, torch_norm(x))
-torch.testing.assert_close(y, course_norm(x))
-print("✓ my_layer_norm == nn.LayerNorm == course_utils.LayerNorm")
-z = my_layer_norm(x, torch.ones(8), torch.zeros(8))  # gamma = 1, beta = 0
+torch.testing.assert_close(course_norm(x), torch_norm(x))
+print("✓ course_utils.LayerNorm == nn.LayerNorm")
+z = LayerNorm(8)(x)  # gamma = 1, beta = 0: the initial values
 print(
     f"each token now has mean {z.mean(-1).abs().max():.1e} (≈ 0) and std {z.std(-1, unbiased=False).mean():.4f} (≈ 1)"
 )
@@ -225,38 +249,37 @@ print("eval mode,  two calls equal?", torch.equal(layer(x), layer(x)))
 # $$\text{post-norm: } x \leftarrow \mathrm{LN}(x + \mathrm{Sublayer}(x)) \qquad\qquad
 #   \text{pre-norm: } x \leftarrow x + \mathrm{Sublayer}(\mathrm{LN}(x))$$
 #
-# Written as two explicit branches, as PyTorch writes it:
+# **Your turn.** Write the paper's post-norm forward, `my_encoder_layer(layer, x, mask)`, from the submodules of a
+# `course_utils.EncoderLayer`: `layer.self_attn` (chapter 02's `MultiHeadAttention`, called as
+# `self_attn(query, key, value, mask)`, which returns the output and the weights), `layer.feed_forward`,
+# `layer.norm1`, `layer.norm2`, and `layer.dropout1`, `layer.dropout2` for the sublayers' outputs (dropout is off
+# in the checker, so they may be left out). `x` has shape `(B, T, d_model)`, `mask` `(B, 1, 1, T)` with True = real
+# token; the output has the shape of `x`. The checker compares with `course_utils.EncoderLayer` and, at the real
+# positions, with `nn.TransformerEncoderLayer`; the chapter goes on with `course_utils.EncoderLayer`.
 
 
-# %%
-class MyEncoderLayer(nn.Module):
-    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout)
-        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
-        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+# %% tags=["exercise"]
+def my_encoder_layer(layer, x, mask):
+    """Post-norm: h = norm1(x + SelfAttn(x)), then norm2(h + FFN(h)). (B, T, d_model) -> (B, T, d_model)."""
+    ### BEGIN SOLUTION
+    attended, _ = layer.self_attn(x, x, x, mask)  # (B, T, d_model); the weights are not needed
+    h = layer.norm1(x + layer.dropout1(attended))
+    return layer.norm2(h + layer.dropout2(layer.feed_forward(h)))  # (B, T, d_model)
+    ### END SOLUTION
 
-    def forward(self, x, mask=None):  # x: (B, T, d_model); mask: (B, 1, 1, T), True = real token
-        if self.norm_first:
-            h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(h, h, h, mask)[0])  # [0]: the output; the weights are not needed
-            x = x + self.dropout2(self.feed_forward(self.norm2(x)))
-        else:
-            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)[0]))
-            x = self.norm2(x + self.dropout2(self.feed_forward(x)))
-        return x  # (B, T, d_model)
+
+check_encoder_layer(my_encoder_layer)
 
 
 # %% [markdown]
-# ### Equal to `course_utils` and to `nn.TransformerEncoderLayer`
+# ### `course_utils.EncoderLayer` equals `nn.TransformerEncoderLayer`
 #
-# `EncoderLayer.from_torch` copies the weights of a PyTorch layer (ReLU, `batch_first=True`, either norm
-# order). PyTorch's padding mask is `True` = pad, the opposite of ours: we pass `~mask`. We compare the outputs at
-# the real positions only: the outputs at padded positions are meaningless (no token attends to them, and no
-# loss should read them), and PyTorch does not even promise them (`nn.TransformerEncoder`'s nested-tensor fast
-# path, used in evaluation without gradients, returns zeros there).
+# `course_utils.EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first)` writes both orders as two explicit
+# branches, as PyTorch does. `EncoderLayer.from_torch` copies the weights of a PyTorch layer (ReLU,
+# `batch_first=True`, either norm order). PyTorch's padding mask is `True` = pad, the opposite of ours: we pass
+# `~mask`. We compare the outputs at the real positions only: the outputs at padded positions are meaningless (no
+# token attends to them, and no loss should read them), and PyTorch does not even promise them
+# (`nn.TransformerEncoder`'s nested-tensor fast path, used in evaluation without gradients, returns zeros there).
 
 # %%
 src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]])  # token ids, 0 = padding
@@ -267,12 +290,9 @@ for norm_first in (False, True):
     set_seed(0)
     theirs = nn.TransformerEncoderLayer(16, 4, 64, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
     course = EncoderLayer.from_torch(theirs).eval()
-    mine = MyEncoderLayer(16, 4, 64, norm_first=norm_first).eval()
-    mine.load_state_dict(course.state_dict())
     expected = theirs(x, src_key_padding_mask=~mask[:, 0, 0])  # torch: True = padding
-    torch.testing.assert_close(mine(x, mask)[real], expected[real])
-    torch.testing.assert_close(course(x, mask), mine(x, mask))
-    print(f"✓ norm_first={norm_first}: MyEncoderLayer == course_utils.EncoderLayer == nn.TransformerEncoderLayer")
+    torch.testing.assert_close(course(x, mask)[real], expected[real])
+    print(f"✓ norm_first={norm_first}: course_utils.EncoderLayer == nn.TransformerEncoderLayer at the real positions")
 
 # %% [markdown]
 # From now on we use `course_utils.EncoderLayer` and `course_utils.Encoder`.
@@ -366,6 +386,19 @@ def sort_loss(model, x, y):
 #   `warmup_steps=25` it rises linearly over the first 25 steps, a quarter of the run, then stays at `1e-2`.
 #
 # The recipe is printed once; only `norm_first` and `warmup_steps` change between the runs.
+#
+# **Predict, then run.** Same 12-layer sorter, same batches, `lr = 1e-2`, 100 steps. Which runs learn to sort?
+#
+# - (a) all three learn: the warm-up only makes post-norm a little faster;
+# - (b) post-norm without warm-up stalls near $\ln 10$; with a warm-up it learns, and so does pre-norm without one;
+# - (c) pre-norm without warm-up stalls; post-norm learns with or without a warm-up;
+# - (d) none learns: `lr = 1e-2` is too high for a 12-layer stack, whatever the norm order.
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "b"
+### END SOLUTION
+check_prediction("post-norm-warmup", my_prediction)  # your answer: "a", "b", "c" or "d"
 
 # %% tags=["nbval-ignore-output"]
 base_config = TrainConfig(
@@ -408,6 +441,7 @@ stuck = histories["post-norm, no warm-up"].loss
 settled = next((i + 1 for i in range(len(stuck)) if all(abs(v - uniform) < 0.05 for v in stuck[i:])), None)
 print(f"\npost-norm, no warm-up: loss within 0.05 of ln 10 from step {settled} to the end")
 assert settled is not None and settled <= 50  # stuck at ln 10 for (at least) the second half of the run
+# the answer key, (b): only post-norm without warm-up stalls
 assert final["post-norm, no warm-up"] > 2.2 and sequences["post-norm, no warm-up"] == 0
 assert final["post-norm, warm-up"] < 1.0 and final["pre-norm, no warm-up"] < 1.0
 assert digits["pre-norm, no warm-up"] > 0.5 > digits["post-norm, no warm-up"]
@@ -423,7 +457,7 @@ loss_curve(
 )  # fmt: skip
 
 # %% [markdown]
-# Read the table and the curves. All three runs start near $\ln 10$. With this learning rate and no warm-up,
+# Read the table and the curves: answer (b). All three runs start near $\ln 10$. With this learning rate and no warm-up,
 # the post-norm stack collapses to $\ln 10$ within a few steps and stays there to the end (the step is printed
 # above; its curve lies on the dashed line). A loss of $\ln 10$ means it gives every digit a probability of
 # about 1/10 whatever the input: it puts about one digit in ten in the right place and sorts no sequence. The
@@ -514,23 +548,32 @@ attention_grid(
 #
 # {{EXERCISES}}
 #
-# **Exercise 1.** Write layer normalisation: `my_ln(x, weight, bias, eps)`, over the last axis.
+# **Exercise 1 · RMSNorm.** Most recent language models (T5, LLaMA) replace LayerNorm by *RMSNorm* (Zhang and
+# Sennrich 2019): it does not subtract the mean and has no shift $\beta$, only the scale $\gamma$. It divides each
+# token by its root mean square:
+#
+# $$\mathrm{RMSNorm}(x) = \gamma \odot \frac{x}{\sqrt{\frac{1}{d}\sum_j x_j^2 + \epsilon}}$$
+#
+# Write `my_rms_norm(x, weight, eps)`: `x` of shape `(..., d)`, `weight` ($\gamma$) of shape `(d,)`; it returns the
+# shape of `x`. Hint: section 2's two details carry over, a mean that divides by $d$ and $\epsilon$ inside the
+# root. The checker compares with PyTorch's `F.rms_norm`.
 
 
 # %% tags=["exercise"]
-def my_ln(x, weight, bias, eps):
+def my_rms_norm(x, weight, eps):
+    """weight * x / sqrt(mean(x²) + eps) over the last axis: (..., d) -> (..., d)."""
     ### BEGIN SOLUTION
-    mean = x.mean(-1, keepdim=True)
-    var = x.var(-1, unbiased=False, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+    mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
+    return x / torch.sqrt(mean_square + eps) * weight  # (..., d)
     ### END SOLUTION
 
 
-check_layer_norm(my_ln)
+check_rms_norm(my_rms_norm)
 
 # %% [markdown]
-# **Exercise 2.** Write the feed-forward network from raw tensors. The weights are stored as `nn.Linear`
-# stores them: `w_1` has shape `(d_ff, d_model)`, so a layer computes `x @ w_1.T + b_1`.
+# **Exercise 2 · The FFN from raw tensors.** Write the feed-forward network of section 4 without `nn.Linear`.
+# The weights are stored as `nn.Linear` stores them: `w_1` has shape `(d_ff, d_model)`, so a layer computes
+# `x @ w_1.T + b_1`.
 
 
 # %% tags=["exercise"]
@@ -543,8 +586,11 @@ def my_ffn(x, w_1, b_1, w_2, b_2):
 check_feed_forward(my_ffn)
 
 # %% [markdown]
-# **Exercise 3.** Write the forward pass of a **pre-norm** encoder layer, using the submodules of `layer`
-# (`layer.norm1`, `layer.self_attn`, `layer.norm2`, `layer.feed_forward`; dropout is off).
+# **Exercise 3 · From post-norm to pre-norm.** In section 6 you wrote the paper's post-norm layer. Now write
+# the forward pass of a **pre-norm** layer, $x \leftarrow x + \mathrm{Sublayer}(\mathrm{LN}(x))$, from the same
+# submodules of `layer` (`layer.norm1`, `layer.self_attn`, `layer.norm2`, `layer.feed_forward`; dropout is off):
+# `x` of shape `(B, T, d_model)`, `mask` of shape `(B, 1, 1, T)`, output of the shape of `x`. Hint: the residual
+# stream itself is never normalised; each sublayer reads a normalised copy of it.
 
 
 # %% tags=["exercise"]

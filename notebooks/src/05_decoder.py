@@ -14,7 +14,8 @@
 # - the causal mask in the decoder, and a demonstration that future tokens never change earlier outputs;
 # - cross-attention: queries from the decoder, keys and values from the encoder, and what breaks when a
 #   tutorial swaps them;
-# - the decoder layer, checked equal to `nn.TransformerDecoderLayer`, and the decoder stack of $N$ layers;
+# - to write the decoder layer yourself, checked equal to `nn.TransformerDecoderLayer`, and the decoder stack of
+#   $N$ layers;
 # - teacher forcing and the shifted target; the projection to vocabulary logits;
 # - a small encoder-decoder trained in seconds, whose cross-attention you can read.
 #
@@ -39,8 +40,6 @@ from course_utils import (
     Decoder,
     DecoderLayer,
     Encoder,
-    FeedForward,
-    LayerNorm,
     MultiHeadAttention,
     TrainConfig,
     Transformer,
@@ -61,7 +60,12 @@ from course_utils import (
     target_mask,
     train,
 )
-from course_utils.checks import check_cross_attention, check_shift_right, check_target_mask
+from course_utils.checks import (
+    check_decoder_layer,
+    check_prediction,
+    check_prefix_lm_mask,
+    check_teacher_forcing_batch,
+)
 
 set_seed(0)
 device = get_device()
@@ -97,8 +101,23 @@ print(mask[1, 0].int())
 # %% [markdown]
 # Row $t$ may see columns $\le t$, and never the padding (columns 3 and 4 of the second sequence).
 #
-# Now the demonstration that matters: change the **future** target tokens and check that **earlier** outputs
-# do not move, with and without the mask.
+# Now the demonstration that matters. A decoder layer reads a target of 6 positions; we rewrite positions 4 and 5
+# (the "future" of positions 0-3) and run the layer again, with the causal mask. **Predict first:** which of the six
+# outputs change?
+#
+# - (a) all six outputs change;
+# - (b) only outputs 4 and 5 change; outputs 0-3 do not move at all;
+# - (c) outputs 4 and 5 change a lot, outputs 0-3 a tiny bit (softmax and LayerNorm mix every position);
+# - (d) no output changes: the mask hides the changed tokens.
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "b"
+### END SOLUTION
+check_prediction("decoder-future", my_prediction)  # your answer: "a", "b", "c" or "d"
+
+# %% [markdown]
+# The measurement, with the mask and without it:
 
 # %%
 set_seed(0)
@@ -112,14 +131,18 @@ moved = {}
 for name, tgt_mask in (("with the causal mask", causal_mask(6)), ("without a mask", None)):
     before = layer(y, memory, tgt_mask=tgt_mask)
     after = layer(changed, memory, tgt_mask=tgt_mask)
-    moved[name] = (after - before)[0, :4].abs().amax(dim=-1)  # (4,): largest change at each of positions 0-3
-    print(f"{name:22}: largest change of outputs 0, 1, 2, 3 =", ", ".join(f"{v:.2e}" for v in moved[name].tolist()))
-assert (moved["with the causal mask"] == 0).all(), "masked: earlier outputs must not move at all"
-assert (moved["without a mask"] > 0).all(), "unmasked: every earlier output sees the future"
+    moved[name] = (after - before)[0].abs().amax(dim=-1)  # (6,): largest change at each position
+    print(f"{name:22}: largest change of outputs 0-5 =", ", ".join(f"{v:.2e}" for v in moved[name].tolist()))
+assert (moved["with the causal mask"][:4] == 0).all(), "masked: earlier outputs must not move at all"
+assert (moved["with the causal mask"][4:] > 0).all(), "masked: the rewritten positions' own outputs change"
+assert (moved["without a mask"][:4] > 0).all(), "unmasked: every earlier output sees the future"
+print("the answer: (b), only outputs 4 and 5 change")
 
 # %% [markdown]
-# With the mask, positions 0–3 are untouched: exactly zero change, not merely a small one (the cell asserts it).
-# Without it, each of positions 0–3 moves: every position depends on the future. The same test on a whole
+# With the mask, positions 0–3 are untouched: exactly zero change, not merely a small one (the cell asserts it);
+# only the rewritten positions 4 and 5 move. Nothing else in the layer mixes positions: the masked scores are
+# $-\infty$, so the softmax gives them weight exactly 0, and LayerNorm and the feed-forward network work on each
+# position alone. Without the mask, each of positions 0–3 moves: every position depends on the future. The same test on a whole
 # (untrained) `Transformer`, the complete model of section 6, is among `course_utils`'s unit tests.
 #
 # ## 3. Cross-attention: who asks whom
@@ -179,38 +202,40 @@ assert moved["queries from the encoder"] > 1e-3, "the swapped layer leaks it"
 #
 # ## 4. The module, checked against PyTorch
 #
-# Written out with the same names as `course_utils.DecoderLayer`, both norm orders as explicit branches:
+# Your turn: write the layer's forward, the three equations of section 1, using the submodules of `layer`, a
+# `course_utils.DecoderLayer`: `layer.self_attn` and `layer.cross_attn` (each a `MultiHeadAttention` of chapter 02,
+# which returns `(output, weights)`), `layer.feed_forward`, and `layer.norm1`, `layer.norm2`, `layer.norm3`. Shapes:
+# `x` `(B, T, d_model)`, `memory` `(B, S, d_model)`, `src_mask` `(B, 1, 1, S)`, `tgt_mask` `(B, 1, T, T)`; the output is
+# `(B, T, d_model)`. Pass the attention roles by keyword, `query=..., key=..., value=..., mask=...`, so that a swap
+# shows. The checker builds PyTorch's `nn.TransformerDecoderLayer` with a target of 4 positions and a source of 7,
+# both padded, copies its weights into a `course_utils.DecoderLayer`, and compares your output with PyTorch's.
 
 
-# %%
-class MyDecoderLayer(nn.Module):
-    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout)
-        self.norm1, self.norm2, self.norm3 = LayerNorm(d_model), LayerNorm(d_model), LayerNorm(d_model)
-        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+# %% tags=["exercise"]
+def my_decoder_layer(layer, x, memory, src_mask, tgt_mask):
+    """The paper's post-norm decoder layer, from the submodules of ``layer``.
 
-    def forward(self, x, memory, src_mask=None, tgt_mask=None):  # x: (B, T, d); memory: (B, S, d)
-        if self.norm_first:
-            h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(query=h, key=h, value=h, mask=tgt_mask)[0])  # [0]: the output
-            h = self.norm2(x)
-            x = x + self.dropout2(self.cross_attn(query=h, key=memory, value=memory, mask=src_mask)[0])
-            x = x + self.dropout3(self.feed_forward(self.norm3(x)))
-        else:
-            x = self.norm1(x + self.dropout1(self.self_attn(query=x, key=x, value=x, mask=tgt_mask)[0]))
-            x = self.norm2(x + self.dropout2(self.cross_attn(query=x, key=memory, value=memory, mask=src_mask)[0]))
-            x = self.norm3(x + self.dropout3(self.feed_forward(x)))
-        return x  # (B, T, d_model)
+    x (B, T, d_model): the target so far; memory (B, S, d_model): the encoder's output;
+    src_mask (B, 1, 1, S): the source padding; tgt_mask (B, 1, T, T): causal and padding. Returns (B, T, d_model).
+    Hint: three sublayers, each followed by "add, then norm"; the queries of cross-attention come from the decoder.
+    """
+    ### BEGIN SOLUTION
+    a = layer.norm1(x + layer.dropout1(layer.self_attn(query=x, key=x, value=x, mask=tgt_mask)[0]))  # (B, T, d)
+    c = layer.norm2(a + layer.dropout2(layer.cross_attn(query=a, key=memory, value=memory, mask=src_mask)[0]))
+    return layer.norm3(c + layer.dropout3(layer.feed_forward(c)))  # (B, T, d_model)
+    ### END SOLUTION
 
+
+check_decoder_layer(my_decoder_layer)
 
 # %% [markdown]
+# From here on the chapter uses `course_utils.DecoderLayer`, so everything below runs even before your version is
+# finished. It has the same names, applies each sublayer's dropout before the residual addition, and writes the
+# pre-norm order of chapter 04 (`norm_first=True`) as a second explicit branch.
+#
 # PyTorch's `nn.TransformerDecoderLayer` calls cross-attention `multihead_attn` and wants its masks inverted
 # (True = blocked): the causal `tgt_mask` as `~causal_mask(T)`, the paddings as `(B, T)` and `(B, S)` key-padding
-# masks. The test uses a target of 4 tokens and a source of 7, both padded:
+# masks. The cell compares both norm orders, with a target of 4 tokens and a source of 7, both padded:
 
 # %%
 src = torch.tensor([[4, 5, 6, 7, PAD, PAD, PAD], [4, 5, 6, 7, 8, 9, 3]])  # S = 7
@@ -220,15 +245,12 @@ for norm_first in (False, True):
     set_seed(0)
     theirs = nn.TransformerDecoderLayer(16, 4, 64, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
     course = DecoderLayer.from_torch(theirs).eval()
-    mine = MyDecoderLayer(16, 4, 64, norm_first=norm_first).eval()
-    mine.load_state_dict(course.state_dict())
     expected = theirs(
         x, memory, tgt_mask=~causal_mask(4), tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD
     )
-    ours = mine(x, memory, src_mask=padding_mask(src, PAD), tgt_mask=target_mask(tgt, PAD))
+    ours = course(x, memory, src_mask=padding_mask(src, PAD), tgt_mask=target_mask(tgt, PAD))
     torch.testing.assert_close(ours, expected)
-    torch.testing.assert_close(course(x, memory, padding_mask(src, PAD), target_mask(tgt, PAD)), ours)
-    print(f"✓ norm_first={norm_first}: MyDecoderLayer == course_utils.DecoderLayer == nn.TransformerDecoderLayer")
+    print(f"✓ norm_first={norm_first}: course_utils.DecoderLayer == nn.TransformerDecoderLayer")
 
 # %% [markdown]
 # From now on we use `course_utils.DecoderLayer` and `Decoder`, the stack of $N$ layers: each layer's output is
@@ -449,49 +471,52 @@ attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="
 #
 # {{EXERCISES}}
 #
-# **Exercise 1.** Write `my_target_mask(tgt, pad_id)`: the decoder's `(B, 1, T, T)` self-attention mask.
+# **Exercise 1: a prefix-LM mask.** Some decoder-only models (T5's prefix LM, UniLM, PaLI) read a prompt, the
+# **prefix**, in both directions, like an encoder, and write the rest causally, like a decoder. Query position $i$
+# may attend to key position $j$ when $j$ lies in the prefix ($j < P$) **or** $j \le i$. The prefix never sees past
+# its own end, and the positions after it see the whole prefix and their own past. Write
+# `my_prefix_lm_mask(prefix_len, size)`: `prefix_len` is a LongTensor `(B,)`, one prefix length $P$ per sequence,
+# and `size` the length $T$; return a bool mask `(B, 1, T, T)`, True = may attend. $P = 0$ gives the causal mask,
+# $P = T$ no mask at all.
+#
+# *Hint:* build the causal part `(T, T)` and the "key in the prefix" part `(B, 1, T)` by comparing
+# `torch.arange(size)` with `prefix_len[:, None, None]`; broadcasting an `|` of the two gives `(B, T, T)`.
 
 
 # %% tags=["exercise"]
-def my_target_mask(tgt, pad_id):
+def my_prefix_lm_mask(prefix_len, size):
     ### BEGIN SOLUTION
-    T = tgt.size(1)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
-    return (tgt != pad_id)[:, None, None, :] & causal  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
+    j = torch.arange(size)  # key positions
+    in_prefix = j < prefix_len[:, None, None]  # (B, 1, T): key j lies in the prefix, for every query
+    causal = j[None, :] <= j[:, None]  # (T, T): key j <= query i
+    return (causal | in_prefix)[:, None]  # (B, T, T) -> (B, 1, T, T)
     ### END SOLUTION
 
 
-check_target_mask(my_target_mask)
+check_prefix_lm_mask(my_prefix_lm_mask)
 
 # %% [markdown]
-# **Exercise 2.** Write `my_shift(tgt)`: from `<bos> y1 ... yn <eos>` (padded), return the pair
-# `(decoder_input, labels)` used by teacher forcing.
+# **Exercise 2: a teacher-forcing batch from raw sequences.** Section 5 split a target that was already wrapped
+# and padded. Start one step earlier: `sequences` is a list of $B$ lists of token ids of different lengths, with no
+# special tokens. Write `my_teacher_forcing_batch(sequences, bos_id, eos_id, pad_id)`, which returns the pair
+# `(decoder_input, labels)`, two LongTensors `(B, L + 1)` with $L$ the longest length: each row of `decoder_input`
+# reads `<bos> y_1 ... y_n`, each row of `labels` is `y_1 ... y_n <eos>`, and both are padded with `pad_id` on the
+# right. (Where a label is `<pad>` the loss ignores the prediction, so the input may hold `<pad>` or `<eos>` there.)
+#
+# *Hint:* where does `<eos>` go in a short row, before or after the padding? Wrap first, then pad, then shift.
 
 
 # %% tags=["exercise"]
-def my_shift(tgt):
+def my_teacher_forcing_batch(sequences, bos_id, eos_id, pad_id):
     ### BEGIN SOLUTION
-    return tgt[:, :-1], tgt[:, 1:]
+    width = max(len(s) for s in sequences) + 2  # <bos> y <eos>
+    rows = [[bos_id, *s, eos_id] + [pad_id] * (width - 2 - len(s)) for s in sequences]
+    full = torch.tensor(rows, dtype=torch.long)  # (B, L + 2)
+    return full[:, :-1], full[:, 1:]  # (B, L + 1) each: read shifted right, predict shifted left
     ### END SOLUTION
 
 
-check_shift_right(my_shift)
-
-# %% [markdown]
-# **Exercise 3.** Use the multi-head attention module `attn` as **cross-attention**: `x` is the decoder's stream
-# `(B, T, d)`, `memory` the encoder's output `(B, S, d)`, `src_mask` the source padding mask. Return the
-# output `(B, T, d)` (remember that `attn` returns `(output, weights)`).
-
-
-# %% tags=["exercise"]
-def my_cross_attention(attn, x, memory, src_mask):
-    ### BEGIN SOLUTION
-    out, _ = attn(query=x, key=memory, value=memory, mask=src_mask)
-    return out
-    ### END SOLUTION
-
-
-check_cross_attention(my_cross_attention)
+check_teacher_forcing_batch(my_teacher_forcing_batch)
 
 # %% [markdown]
 # **Going further.** Train the reverser with `n_layers=2`: does each layer's cross-attention still draw the

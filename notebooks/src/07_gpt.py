@@ -69,7 +69,13 @@ from course_utils import (
     split_ids,
     train,
 )
-from course_utils.checks import check_next_token_targets, check_temperature, check_top_k
+from course_utils.checks import (
+    check_gpt_block,
+    check_kv_cache_step,
+    check_prediction,
+    check_sampling_step,
+    check_top_p,
+)
 from course_utils.utils import synchronize
 
 set_seed(0)
@@ -143,10 +149,40 @@ print("target y:", repr(tokenizer.decode(y[0])), " (x shifted by one)")
 # - the output head **shares its weight** with the token embedding (*weight tying*): the same matrix reads and
 #   writes characters, and the model has fewer parameters.
 #
-# Each block is a `GPTBlock`: `x + MultiHeadAttention(LN(x), is_causal=True)`, then `x + FFN(LN(x))`, built from
-# the course's own `MultiHeadAttention`, `LayerNorm` and `FeedForward`. `is_causal=True` is the built-in form
-# of chapter 01's causal mask: the attention kernel lets position $i$ see positions $0 \ldots i$ only, with no
-# mask tensor to build. (The `cache` argument is for generation, section 9.) Its `forward`, in full:
+# Each block is a `GPTBlock`, built from the course's own `MultiHeadAttention`, `LayerNorm` and `FeedForward`
+# (its submodules `self_attn`, `norm1`, `norm2`, `feed_forward`). For an input $x$ of shape `(B, T, d_model)`:
+#
+# $$x \leftarrow x + \mathrm{CausalSelfAttn}(\mathrm{LN}_1(x)), \qquad
+#   x \leftarrow x + \mathrm{FFN}(\mathrm{LN}_2(x)).$$
+#
+# `is_causal=True` is the built-in form of chapter 01's causal mask: the attention kernel lets position $i$ see
+# positions $0 \ldots i$ only, with no mask tensor to build.
+#
+# **Your turn.** Write the block's forward pass from its submodules. `block.self_attn(query=h, key=h, value=h,
+# is_causal=True)` returns `(output, weights)`, as in chapter 02; keep the output. The block's dropout does
+# nothing here (the checker's block has none), so leave it out. The checker compares with `GPTBlock` itself and
+# recognises a missing causal mask, post-norm (chapter 04) and missing residual connections.
+
+
+# %% tags=["exercise"]
+def my_gpt_block(block, x):
+    """A pre-norm GPT block, from `block.norm1`, `block.self_attn`, `block.norm2`, `block.feed_forward`.
+
+    x: (B, T, d_model) -> (B, T, d_model). Hint: two lines of the form `x = x + sublayer(norm(x))`.
+    """
+    ### BEGIN SOLUTION
+    h = block.norm1(x)  # (B, T, d_model)
+    x = x + block.self_attn(query=h, key=h, value=h, is_causal=True)[0]  # (B, T, d_model)
+    return x + block.feed_forward(block.norm2(x))  # (B, T, d_model)
+    ### END SOLUTION
+
+
+check_gpt_block(my_gpt_block)
+
+# %% [markdown]
+# From here on the chapter uses `course_utils.GPTBlock` (inside `course_utils.GPT`), so everything below runs
+# even before your version is finished. Its `forward`, in full, adds dropout after each sublayer (training only)
+# and a `cache` argument for generation (section 9):
 
 # %%
 print(textwrap.dedent(inspect.getsource(GPTBlock.forward)))
@@ -338,8 +374,9 @@ for (step, _), sample in zip(history.evals, samples):
 #
 # Generation samples each next character from $\mathrm{softmax}(z / \tau)$, where $z$ are the logits and $\tau$
 # the **temperature**: $\tau < 1$ sharpens the distribution (safer, more repetitive text), $\tau > 1$ flattens it
-# (more surprising, more errors), $\tau \to 0$ always takes the most likely character. **Top-k** sampling keeps
-# only the $k$ most likely characters before sampling, cutting off the long tail of unlikely ones.
+# (more surprising, more errors). **Top-k** sampling keeps only the $k$ most likely characters before sampling,
+# cutting off the long tail of unlikely ones: it sets every other logit to $-\infty$, whose probability is
+# exactly 0.
 #
 # The next-character distribution after "ROMEO:\nWhat light through yonder window br", at three temperatures
 # (the eight most likely characters):
@@ -366,6 +403,76 @@ fig
 # The order of the characters is the same at every temperature; only how much of the probability the first
 # few take changes. Notice the ranking itself: the model has not learnt Romeo's line ("... yonder window
 # breaks"); here it puts 'o' first and 'e' only second (printed above).
+#
+# **Predict, then run.** The next cell draws the next character of this context 2,000 times at each of the
+# temperatures 1, 0.5, 0.1 and 0.02. As the temperature goes to 0, the draws become...
+#
+# - (a) more varied: more different characters come up;
+# - (b) the greedy choice, repeated: nearly every draw is the most likely character;
+# - (c) uniformly random: every character comes up about equally often;
+# - (d) unchanged: dividing every logit by the same number keeps their order, so the draws stay the same.
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "b"
+### END SOLUTION
+check_prediction("temperature-to-zero", my_prediction)  # your answer: "a", "b", "c" or "d"
+
+# %%
+n_draws = 2000
+greedy = logits.argmax().item()  # the most likely character
+greedy_share = {}
+for temperature in (1.0, 0.5, 0.1, 0.02):
+    probs = F.softmax(logits / temperature, dim=-1)
+    drawn = torch.multinomial(probs, n_draws, replacement=True, generator=torch.Generator(device=device).manual_seed(0))
+    counts = torch.bincount(drawn, minlength=tokenizer.vocab_size)  # (V,): how often each character was drawn
+    greedy_share[temperature] = counts[greedy].item() / n_draws
+    print(f"temperature {temperature:4}: {(counts > 0).sum().item():2d} of the {tokenizer.vocab_size} characters "
+          f"drawn at least once; the most likely one, {tokenizer.itos[greedy]!r}, in {greedy_share[temperature]:6.1%} "
+          "of the draws")  # fmt: skip
+shares = list(greedy_share.values())
+assert shares == sorted(shares) and shares[-1] > 0.99  # the prediction's answer: (b), the greedy choice, repeated
+
+# %% [markdown]
+# Dividing the logits by $\tau$ multiplies the gaps between them by $1 / \tau$, and the softmax turns large gaps
+# into nearly all the probability for the largest logit. As $\tau \to 0$, sampling becomes the argmax: *greedy*
+# decoding, the same character every time. That is why `GPT.generate` treats `temperature=0` as "take the most
+# likely character" instead of dividing by 0.
+#
+# **Your turn.** Write one sampling step as `GPT.generate` takes it: `my_sample_step(logits, temperature, top_k,
+# generator)` with `logits` of shape `(B, V)` (the last position's logits of each sequence) returns one token id
+# per row, `(B, 1)`:
+#
+# - at `temperature == 0`, the most likely token (`argmax`, no sampling);
+# - otherwise divide the logits by the temperature; if `top_k` is not None, keep the `top_k` largest logits of
+#   each row and set the others to $-\infty$ (hint: `torch.topk(z, k).values[:, -1:]` is the $k$-th largest,
+#   `(B, 1)`); take the softmax and draw one token per row with
+#   `torch.multinomial(probs, num_samples=1, generator=generator)`.
+#
+# The checker draws many thousands of times from one row and compares the frequencies with the probabilities; it names the
+# usual mistakes (temperature multiplied instead of divided, the top-k mask inverted or set to 0 instead of
+# $-\infty$).
+
+
+# %% tags=["exercise"]
+def my_sample_step(logits, temperature, top_k, generator):
+    """One token per row, (B, V) -> (B, 1): argmax at temperature 0, else a draw from softmax(top-k(logits / T))."""
+    ### BEGIN SOLUTION
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+    z = logits / temperature  # (B, V)
+    if top_k is not None:
+        kth_largest = torch.topk(z, top_k).values[:, -1:]  # (B, 1)
+        z = z.masked_fill(z < kth_largest, float("-inf"))
+    return torch.multinomial(z.softmax(dim=-1), num_samples=1, generator=generator)  # (B, 1)
+    ### END SOLUTION
+
+
+check_sampling_step(my_sample_step)
+
+# %% [markdown]
+# From here on the chapter samples with `course_utils.GPT.generate`, which takes this step at every position,
+# so everything below runs even before your version is finished.
 #
 # Now whole samples. One sample is a small basis for comparing settings, so for each setting the cell writes
 # twenty samples at once (a batch of twenty copies of the prompt), each as long as fits in the context window
@@ -643,46 +750,66 @@ assert same
 #
 # {{EXERCISES}}
 #
-# **Exercise 1.** Write `my_xy(window)`: from windows of $T + 1$ tokens `(B, T + 1)`, the inputs and the
-# next-token targets, each `(B, T)`.
+# **Exercise 1: top-p (nucleus) sampling.** Top-k keeps a fixed number of tokens, however the probability is
+# spread: where the model is sure, $k = 5$ still lets four unlikely tokens in; where it hesitates between twenty,
+# it cuts fifteen plausible ones. *Top-p* sampling (Holtzman et al., 2019, *The Curious Case of Neural Text
+# Degeneration*) keeps instead the smallest set of most likely tokens whose probabilities add up to at least
+# $p$, the *nucleus*, and renormalises their probabilities to sum to 1.
+#
+# Write `my_top_p(logits, p)`: logits `(B, V)` and a number $0 < p \le 1$ in, the sampling probabilities
+# `(B, V)` out: the nucleus tokens' probabilities divided by their sum, 0 for every other token. The token whose
+# probability makes the running sum cross $p$ belongs to the nucleus (so the most likely token always does).
+# Hint: sort each row's probabilities in descending order (`torch.sort(..., descending=True)` also returns the
+# order), take the running sum with `cumsum`, keep a token while the mass of the tokens *before* it is below
+# $p$, and put the mask back in vocabulary order with `scatter`.
+#
+# Example: probabilities 0.1, 0.5, 0.3, 0.1 and $p = 0.7$: sorted 0.5, 0.3, 0.1, 0.1, running sums 0.5, 0.8, ...;
+# the nucleus is the 0.5 and the 0.3 tokens, renormalised to $5/8$ and $3/8$.
 
 
 # %% tags=["exercise"]
-def my_xy(window):
+def my_top_p(logits, p):
+    """Top-p probabilities: (B, V) logits -> (B, V) probabilities, renormalised over the nucleus, 0 elsewhere."""
     ### BEGIN SOLUTION
-    return window[:, :-1], window[:, 1:]
+    probs = logits.softmax(dim=-1)  # (B, V)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)  # (B, V) each, most likely first
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (B, V): the mass of the more likely tokens
+    keep = (before < p).scatter(-1, order, before < p)  # (B, V), back in vocabulary order
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
     ### END SOLUTION
 
 
-check_next_token_targets(my_xy)
+check_top_p(my_top_p)
 
 # %% [markdown]
-# **Exercise 2.** Write `my_probs(logits, temperature)`: the sampling probabilities at a given temperature.
+# **Exercise 2: one step with a key/value cache.** Section 9's `MultiHeadAttention` does this inside, for every
+# head at once; here you write it alone. During generation an attention module keeps the keys and values of
+# every earlier position; at each step the newest token brings its own query, key and value, one position each.
+#
+# Write `my_kv_cache_step(cache_k, cache_v, q, k, v)`: `cache_k` and `cache_v` of shape `(B, h, T, d_k)` hold
+# the $T$ earlier positions; `q`, `k`, `v`, each `(B, h, 1, d_k)`, are the new token's. Return `(out, cache_k,
+# cache_v)`: the new token's attention output `(B, h, 1, d_k)`, $\mathrm{softmax}(q K^\top / \sqrt{d_k})\, V$
+# over all $T + 1$ positions, and the grown caches, each `(B, h, T + 1, d_k)`. Hint: append first (along the
+# position axis, with the new position last), then attend. Think about the mask: which of the $T + 1$ positions
+# may the newest token see? The checker compares with PyTorch's `F.scaled_dot_product_attention` and recognises a
+# causal mask misapplied to the single query, a cache grown along the wrong axis, and attention taken before
+# appending.
 
 
 # %% tags=["exercise"]
-def my_probs(logits, temperature):
+def my_kv_cache_step(cache_k, cache_v, q, k, v):
+    """Append the new key/value (B, h, 1, d_k) to the caches (B, h, T, d_k); attend with q over all T + 1."""
     ### BEGIN SOLUTION
-    return torch.softmax(logits / temperature, dim=-1)
+    cache_k = torch.cat([cache_k, k], dim=2)  # (B, h, T + 1, d_k)
+    cache_v = torch.cat([cache_v, v], dim=2)  # (B, h, T + 1, d_k)
+    scores = q @ cache_k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, 1, T + 1)
+    # no mask: the newest token is the last position, so it may see every cached position and itself
+    return scores.softmax(dim=-1) @ cache_v, cache_k, cache_v  # (B, h, 1, d_k)
     ### END SOLUTION
 
 
-check_temperature(my_probs)
-
-# %% [markdown]
-# **Exercise 3.** Write `my_top_k(logits, k)`: keep the `k` largest logits of each row, set the others to
-# $-\infty$ (so that their probability is exactly 0).
-
-
-# %% tags=["exercise"]
-def my_top_k(logits, k):
-    ### BEGIN SOLUTION
-    kth_largest = torch.topk(logits, k).values[:, -1:]  # (B, 1)
-    return logits.masked_fill(logits < kth_largest, float("-inf"))
-    ### END SOLUTION
-
-
-check_top_k(my_top_k)
+check_kv_cache_step(my_kv_cache_step)
 
 # %% [markdown]
 # **Going further.** Train the CPU recipe with dropout: `GPTConfig` is frozen, so make a changed copy,

@@ -1,0 +1,209 @@
+""" "Predict, then run": the student commits to an answer before the cell that measures it, and the checker
+explains what each wrong answer would have meant.
+
+A question lives here, not in the notebook, so that the student edition does not give the answer away. In the
+notebook it reads::
+
+    my_prediction = "b"  # one of "a", "b", "c"
+    check_prediction("scaling", my_prediction)
+
+and the graders report it as the exercise ``check_prediction[scaling]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._core import NotWritten, NotYet, Verdict, verdict
+
+__all__ = ["QUESTIONS", "Question", "check_prediction"]
+
+
+@dataclass(frozen=True)
+class Question:
+    """A multiple-choice prediction: ``choices`` maps each letter to its statement, ``why`` maps each letter to
+    what choosing it shows (for a wrong letter: the misconception behind it; for ``answer``: why it holds)."""
+
+    chapter: str
+    choices: dict[str, str]
+    answer: str
+    why: dict[str, str]
+
+    def __post_init__(self) -> None:
+        if self.answer not in self.choices or set(self.why) != set(self.choices):
+            raise ValueError("every choice needs an explanation, and the answer must be one of the choices")
+
+
+QUESTIONS: dict[str, Question] = {
+    # 01 · attention
+    "unscaled-scores": Question(
+        chapter="01",
+        choices={
+            "a": "it stays near 1/16 = 0.06: random keys look alike, so the weights stay uniform",
+            "b": "it stays about the same: the weights always sum to 1, whatever d_k",
+            "c": "it climbs towards 1: one key takes nearly all the weight",
+            "d": "it falls: more dimensions spread the weight over more keys",
+        },
+        answer="c",
+        why={
+            "a": "Random keys are alike only on average: each score q . k is a sum of d_k random terms, so the "
+            "scores spread out (variance d_k) and the softmax turns the growing gaps into very unequal weights.",
+            "b": "Summing to 1 fixes the total, not how it is shared: the wider the gaps between the scores, the "
+            "more the softmax gives to the largest one.",
+            "c": "The unscaled scores have variance d_k, so their spread grows like sqrt(d_k); exp() turns wide gaps "
+            "into a winner-takes-all softmax, which saturates and barely passes gradients back.",
+            "d": "d_k is the size of each vector, not the number of keys (16 throughout); more dimensions make the "
+            "scores larger and more spread out, which concentrates the weight instead of spreading it.",
+        },
+    ),
+    # 02 · multi-head attention
+    "one-head-two-jobs": Question(
+        chapter="02",
+        choices={
+            "a": "it solves both jobs, a little less accurately: same parameters, same capacity",
+            "b": "it keeps the previous-digit job and gives up the marked digit",
+            "c": "it keeps the marked-digit job and gives up the previous digit",
+            "d": "it solves neither: its loss stays near 2 ln 10",
+        },
+        answer="c",
+        why={
+            "a": "The parameters are the same, but one head has one softmax: each position gets one weighted average "
+            "of the value vectors, and a blend of the marked and the previous token cannot tell the read-outs which "
+            "digit came from where.",
+            "b": "Nothing forbids it, but the marker is the easier target: its own embedding flags it and it is the same "
+            "key for every query, while looking back needs a different key per query, found through the positions "
+            "(the two-head model's look-back head was the less focused one, too).",
+            "c": "One softmax serves one job here. The head puts nearly all its weight on the marked token, flagged by "
+            "its own embedding, so every position receives the marked digit's vector; the previous digit is not in "
+            "it, and that job stays at chance.",
+            "d": "Giving up one job still leaves the other to learn: the loss falls to the ln 10 plateau (one job "
+            "solved, the other at chance), not 2 ln 10.",
+        },
+    ),
+    # 03 · positional encoding
+    "shuffled-tokens": Question(
+        chapter="03",
+        choices={
+            "a": "nothing changes: the outputs come out as before, in the original order",
+            "b": "the outputs are the original outputs, shuffled the same way as the tokens",
+            "c": "every output changes: each token now has different neighbours, so it gets a new vector",
+        },
+        answer="b",
+        why={
+            "a": "Attention does not sort its input back: output row i belongs to input token i, so when the "
+            "tokens move, their outputs move with them.",
+            "b": "Without positions, a token's output depends only on which tokens are around it (a weighted sum "
+            "over all of them), not where they sit: shuffling the input shuffles the output rows, nothing else. "
+            "Attention is permutation-equivariant.",
+            "c": "Neighbours matter only through their positions, and attention has none: every token still "
+            "attends to the same set of keys and values, so it gets the same weighted sum, wherever it sits.",
+        },
+    ),
+    # 04 · the encoder
+    "post-norm-warmup": Question(
+        chapter="04",
+        choices={
+            "a": "all three learn: the warm-up only makes post-norm a little faster",
+            "b": "post-norm without warm-up stalls near ln 10; with a warm-up it learns, and so does pre-norm "
+            "without one",
+            "c": "pre-norm without warm-up stalls; post-norm learns with or without a warm-up",
+            "d": "none learns: lr = 1e-2 is too high for a 12-layer stack, whatever the norm order",
+        },
+        answer="b",
+        why={
+            "a": "At this learning rate the warm-up is not a refinement but the difference between learning and not: "
+            "post-norm's large early gradients near the output make full-size first steps unstable.",
+            "b": "In a post-norm stack every residual path passes through a LayerNorm, and at initialisation the "
+            "gradients near the output are large (Xiong et al. 2020): full steps from step 1 wreck it, small "
+            "warm-up steps do not. Pre-norm keeps an untouched residual path and trains without the warm-up.",
+            "c": "It is the other way round: pre-norm leaves the residual stream unnormalised, so each layer only adds "
+            "to it and the gradients stay well-behaved; the paper's post-norm is the order that needs the warm-up.",
+            "d": "The rate is high but not hopeless: pre-norm, or post-norm with small first steps, handles it. Only "
+            "the combination of post-norm and full steps from the start fails.",
+        },
+    ),
+    # 05 · the decoder
+    "decoder-future": Question(
+        chapter="05",
+        choices={
+            "a": "all six outputs change",
+            "b": "only outputs 4 and 5 change; outputs 0-3 do not move at all",
+            "c": "outputs 4 and 5 change a lot, outputs 0-3 a tiny bit (softmax and LayerNorm mix every position)",
+            "d": "no output changes: the mask hides the changed tokens",
+        },
+        answer="b",
+        why={
+            "a": "That is the layer without a mask: the causal mask gives the future tokens weight exactly 0 in the "
+            "rows of positions 0-3.",
+            "b": "Row t of the causal mask allows columns <= t only, and everything else in the layer (LayerNorm, "
+            "feed-forward, cross-attention to the unchanged memory) works position by position, so outputs 0-3 "
+            "cannot see positions 4 and 5.",
+            "c": "The softmax of row t runs over the allowed columns only (the masked scores are -inf, weight exactly "
+            "0), and LayerNorm normalises each position over its own d_model features, not across positions: "
+            "nothing mixes positions except attention.",
+            "d": "The mask hides the future from EARLIER positions; positions 4 and 5 read their own (changed) "
+            "input, so their outputs change.",
+        },
+    ),
+    # 06 · the full Transformer
+    "smoothing-floor": Question(
+        chapter="06",
+        choices={
+            "a": "0, reached by putting probability 1 on the right token",
+            "b": "a floor above 0, and probability 1 on the right token scores far above that floor",
+            "c": "below 0: the smoothed targets reward spreading probability",
+        },
+        answer="b",
+        why={
+            "a": "With smoothing the target is not one-hot: the other V - 1 tokens get eps/V each, and a model that "
+            "gives them probability 0 pays -(eps/V) ln 0, a huge loss (infinite in the limit).",
+            "b": "The cross-entropy -sum q ln p is smallest at p = q, where it equals the entropy H(q) > 0, since q "
+            "is not one-hot; a confident model is punished for the tokens it rules out.",
+            "c": "A cross-entropy -sum q ln p can never be negative: every p <= 1 makes every -ln p >= 0.",
+        },
+    ),
+    # 07 · the GPT
+    "temperature-to-zero": Question(
+        chapter="07",
+        choices={
+            "a": "more varied: more different characters come up",
+            "b": "the greedy choice, repeated: nearly every draw is the most likely character",
+            "c": "uniformly random: every character comes up about equally often",
+            "d": "unchanged: dividing every logit by the same number keeps their order, so the draws stay the same",
+        },
+        answer="b",
+        why={
+            "a": "That is what a temperature above 1 does: dividing the logits by a large number shrinks their gaps "
+            "and flattens the distribution. A small temperature does the opposite.",
+            "b": "Dividing the logits by a small temperature multiplies the gaps between them, and the softmax turns "
+            "large gaps into nearly all the probability for the largest logit: sampling becomes the argmax.",
+            "c": "Uniform draws come at a very *high* temperature, where all logits / T shrink towards 0. As T goes to "
+            "0 the logits / T grow apart instead.",
+            "d": "The order is kept, but the softmax depends on the gaps between the logits, not only their order "
+            "(it ignores adding a constant, not multiplying by one): scaling the gaps up sharpens the distribution.",
+        },
+    ),
+}
+
+
+def check_prediction(question: str, answer: str | None) -> Verdict:
+    """Respond to a prediction: ``answer`` is one letter of ``QUESTIONS[question].choices`` (None: not made yet)."""
+    if question not in QUESTIONS:
+        raise KeyError(f"no question {question!r}; known: {', '.join(sorted(QUESTIONS))}")
+    q = QUESTIONS[question]
+    letters = ", ".join(f'"{letter}"' for letter in q.choices)
+
+    def run() -> str:
+        if answer is None:
+            raise NotWritten(f"make your prediction first: set my_prediction to one of {letters}, then run the cell.")
+        choice = str(answer).strip().lower().strip("()")
+        if choice not in q.choices:
+            raise NotYet(f"{answer!r} is not one of the choices: answer with one of {letters}.")
+        if choice != q.answer:
+            raise NotYet(
+                f"not quite: ({choice}) {q.choices[choice]}. {q.why[choice]} "
+                f"Run the next cell to see what happens, then compare with ({q.answer})."
+            )
+        return f"right: ({choice}) {q.choices[choice]}. {q.why[choice]} The next cell measures it."
+
+    return verdict(run, name=f"check_prediction[{question}]")
