@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import verdict
 
 from course_utils import causal_mask, padding_mask, scaled_dot_product_attention, sinusoidal_encoding
 from course_utils.checks import (
@@ -24,11 +25,6 @@ from course_utils.checks import (
 def pre_norm(layer, x, mask):
     x = x + layer.self_attn(*(layer.norm1(x),) * 3, mask)[0]
     return x + layer.feed_forward(layer.norm2(x))
-
-
-def verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
 
 
 def test_an_unfinished_exercise_is_reported_not_raised(capsys):

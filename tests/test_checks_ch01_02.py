@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import todo, verdict
 
 from course_utils import scaled_dot_product_attention
 from course_utils.checks import (
@@ -13,20 +14,9 @@ from course_utils.checks import (
     check_fused_head_projections,
     check_grouped_query_attention,
     check_masked_mean,
-    check_prediction,
     check_scaled_dot_product_attention,
     check_sliding_window_mask,
 )
-from course_utils.checks.predictions import QUESTIONS
-
-
-def verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
-
-
-def todo(*args):
-    raise NotImplementedError
 
 
 def sliding_window(size, window):
@@ -161,20 +151,3 @@ def test_grouped_query_attention_with_one_shared_head_is_named(capsys):
 def test_the_grouped_query_reference_is_pytorchs():
     q, k, v = torch.randn(2, 6, 3, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
     torch.testing.assert_close(gqa(q, k, v)[0], F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
-
-
-@pytest.mark.parametrize("question", ["unscaled-scores", "one-head-two-jobs"])
-def test_each_prediction_passes_its_answer_and_explains_every_wrong_letter(question, capsys):
-    q = QUESTIONS[question]
-    assert check_prediction(question, q.answer)
-    for letter in q.choices:
-        if letter != q.answer:
-            ok = check_prediction(question, letter)
-            out = capsys.readouterr().out
-            assert not ok and q.why[letter] in out
-
-
-@pytest.mark.parametrize("question", ["unscaled-scores", "one-head-two-jobs"])
-def test_a_prediction_not_made_is_not_attempted(question, capsys):
-    assert not check_prediction(question, None)
-    assert "make your prediction first" in capsys.readouterr().out

@@ -4,28 +4,18 @@ stub as not attempted; each prediction accepts its answer and explains every wro
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import todo, verdict
 
 from course_utils.checks import (
     check_alibi_bias,
     check_encoder_layer,
     check_pre_norm_layer,
-    check_prediction,
     check_rms_norm,
     check_rotary_embedding,
     check_sinusoidal_encoding,
 )
 from course_utils.checks.predictions import QUESTIONS
 from course_utils.positional import sinusoidal_encoding
-
-
-def verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
-
-
-def todo(*args):
-    raise NotImplementedError
-
 
 # --- references and their classic variants --------------------------------------------------------------------
 
@@ -230,27 +220,6 @@ def test_rms_norm_mistakes_are_named(fn, named, capsys):
 # --- predictions -------------------------------------------------------------------------------------------------
 
 OURS = ["shuffled-tokens", "post-norm-warmup"]
-
-
-@pytest.mark.parametrize("question", OURS)
-def test_the_right_prediction_passes(question, capsys):
-    ok = check_prediction(question, QUESTIONS[question].answer)
-    assert ok and capsys.readouterr().out.startswith("✅")
-
-
-@pytest.mark.parametrize(
-    "question, letter", [(q, letter) for q in OURS for letter in QUESTIONS[q].choices if letter != QUESTIONS[q].answer]
-)
-def test_every_wrong_prediction_fails_with_its_explanation(question, letter, capsys):
-    ok = check_prediction(question, letter)
-    out = capsys.readouterr().out
-    assert not ok and QUESTIONS[question].why[letter] in out
-
-
-@pytest.mark.parametrize("question", OURS)
-def test_no_prediction_yet_is_not_attempted(question, capsys):
-    ok = check_prediction(question, None)
-    assert not ok and "make your prediction first" in capsys.readouterr().out
 
 
 def test_our_questions_belong_to_our_chapters():

@@ -4,29 +4,18 @@ stub as not attempted; each prediction accepts its answer and explains every wro
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import todo, verdict
 
 from course_utils import causal_mask, greedy_decode
 from course_utils.checks import (
     check_decoder_layer,
     check_greedy_decode,
     check_label_smoothing,
-    check_prediction,
     check_prefix_lm_mask,
     check_sequence_accuracy,
     check_teacher_forcing_batch,
     check_weight_tying,
 )
-from course_utils.checks.predictions import QUESTIONS
-
-
-def verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
-
-
-def todo(*args):
-    raise NotImplementedError
-
 
 # --- 05: the decoder layer ---------------------------------------------------------------------------------------
 
@@ -375,16 +364,3 @@ def test_sequence_accuracy_mistakes_are_named(fn, named, capsys):
 
 
 # --- predictions --------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("question", ["decoder-future", "smoothing-floor"])
-def test_prediction_right_letter_passes_and_wrong_letters_explain(question, capsys):
-    q = QUESTIONS[question]
-    assert check_prediction(question, q.answer)
-    for letter in q.choices:
-        if letter != q.answer:
-            ok = check_prediction(question, letter)
-            out = capsys.readouterr().out
-            assert not ok and q.why[letter] in out
-    assert not check_prediction(question, None)
-    assert "make your prediction first" in capsys.readouterr().out

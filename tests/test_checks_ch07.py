@@ -5,25 +5,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import todo, verdict
 
 from course_utils.checks import (
     check_gpt_block,
     check_kv_cache_step,
-    check_prediction,
     check_sampling_step,
     check_top_p,
 )
-from course_utils.checks.predictions import QUESTIONS
-
-
-def verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
-
-
-def todo(*args):
-    raise NotImplementedError
-
 
 # --- the GPT block -------------------------------------------------------------------------------------------
 
@@ -275,20 +264,3 @@ def test_an_unwritten_stub_is_not_attempted(check, capsys):
 
 
 # --- the prediction --------------------------------------------------------------------------------------------
-
-
-def test_temperature_prediction_right_answer_passes(capsys):
-    ok = check_prediction("temperature-to-zero", "b")
-    assert ok and "argmax" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("letter", sorted(set(QUESTIONS["temperature-to-zero"].choices) - {"b"}))
-def test_temperature_prediction_wrong_answers_explain_the_misconception(letter, capsys):
-    ok = check_prediction("temperature-to-zero", letter)
-    out = capsys.readouterr().out
-    assert not ok and QUESTIONS["temperature-to-zero"].why[letter] in out
-
-
-def test_temperature_prediction_not_made_is_not_attempted(capsys):
-    ok = check_prediction("temperature-to-zero", None)
-    assert not ok and "make your prediction first" in capsys.readouterr().out
