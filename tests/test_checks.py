@@ -10,7 +10,6 @@ from conftest import verdict
 from course_utils import causal_mask, padding_mask, scaled_dot_product_attention, sinusoidal_encoding
 from course_utils.checks import (
     check_causal_mask,
-    check_feed_forward,
     check_label_smoothing,
     check_layer_norm,
     check_merge_heads,
@@ -50,7 +49,6 @@ def test_a_crashing_answer_is_reported_with_its_error(capsys):
         (check_sinusoidal_encoding, sinusoidal_encoding),
         (check_layer_norm, lambda x, w, b, eps: F.layer_norm(x, x.shape[-1:], w, b, eps)),
         (check_merge_heads, lambda x: x.transpose(1, 2).reshape(x.size(0), x.size(2), -1)),
-        (check_feed_forward, lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T + b2),
         (check_pre_norm_layer, pre_norm),
         (check_label_smoothing, lambda logits, target, eps: F.cross_entropy(logits, target, label_smoothing=eps)),
     ],
@@ -121,11 +119,6 @@ def test_merge_heads_without_transpose_is_named(capsys):
     assert not ok and "transpose(1, 2) back" in out
 
 
-def test_feed_forward_without_relu_is_named(capsys):
-    ok, out = verdict(check_feed_forward, lambda x, w1, b1, w2, b2: (x @ w1.T + b1) @ w2.T + b2, capsys)
-    assert not ok and "ReLU is missing" in out
-
-
 def test_post_norm_given_for_pre_norm_is_named(capsys):
     def post_norm(layer, x, mask):
         x = layer.norm1(x + layer.self_attn(x, x, x, mask)[0])
@@ -149,3 +142,24 @@ def test_a_prediction_needs_an_answer_from_its_choices_and_explains_each_one(cap
         for letter, why in question.why.items():
             assert bool(check_prediction(name, f"({letter.upper()})")) == (letter == question.answer)
             assert why in capsys.readouterr().out
+
+
+def test_attention_with_the_mask_convention_flipped_is_named(capsys):
+    def flipped(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        return (scores if mask is None else scores.masked_fill(mask, float("-inf"))).softmax(-1) @ v
+
+    ok, out = verdict(check_scaled_dot_product_attention, flipped, capsys)
+    assert not ok and "convention is flipped" in out
+
+
+def test_pre_norm_that_normalises_the_stream_or_its_output_is_named(capsys):
+    def stream_normalised(layer, x, mask):
+        x = layer.norm1(x)
+        x = x + layer.self_attn(x, x, x, mask)[0]
+        return x + layer.feed_forward(layer.norm2(x))
+
+    ok, out = verdict(check_pre_norm_layer, stream_normalised, capsys)
+    assert not ok and "the residual stream itself is normalised" in out
+    ok, out = verdict(check_pre_norm_layer, lambda layer, x, mask: layer.norm2(pre_norm(layer, x, mask)), capsys)
+    assert not ok and "a norm is applied to the layer's output" in out

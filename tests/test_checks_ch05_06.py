@@ -222,12 +222,12 @@ def test_label_smoothing_mistakes_are_named(fn, named, capsys):
 
 @torch.no_grad()
 def greedy(model, src, src_mask, max_len, bos, eos, *, stop=True, keep_bos=True, keep_eos=True, feed_back=True,
-           limit=0):  # fmt: skip
+           limit=0, masked=True):  # fmt: skip
     memory = model.encode(src, src_mask)
     ys = torch.tensor([[bos]])
     out = ys
     while out.size(1) < max_len + limit:
-        logits = model.decode(ys, memory, src_mask, causal_mask(ys.size(1)))
+        logits = model.decode(ys, memory, src_mask, causal_mask(ys.size(1)) if masked else None)
         next_id = logits[:, -1].argmax(-1, keepdim=True)  # (1, 1)
         out = torch.cat([out, next_id], dim=1)
         ys = out if feed_back else ys
@@ -262,6 +262,7 @@ def test_greedy_decode_not_written_is_not_attempted(capsys):
         ({"feed_back": False}, "feed back each argmax"),
         ({"limit": 1}, "max_len counts every id"),
         ({"limit": -1}, "one id short"),
+        ({"masked": False}, "without its causal mask"),
     ],
 )
 def test_greedy_decode_mistakes_are_named(mistake, named, capsys):

@@ -129,7 +129,7 @@ def test_sampling_step_returning_probabilities_is_named(capsys):
 # --- top-p -----------------------------------------------------------------------------------------------------
 
 
-def top_p(*, crossing=True, sort=True, tail=False, renormalise=True, keep_first=False):
+def top_p(*, crossing=True, sort=True, tail=False, renormalise=True, keep_first=False, back=True):
     """Top-p with one switch per classic mistake."""
 
     def nucleus(logits, p):
@@ -144,7 +144,7 @@ def top_p(*, crossing=True, sort=True, tail=False, renormalise=True, keep_first=
             keep[:, 0] = True
         if tail:
             keep = ~keep
-        keep = keep.scatter(-1, order, keep)
+        keep = keep.scatter(-1, order, keep) if back else keep
         kept = probs * keep
         return kept / kept.sum(-1, keepdim=True) if renormalise else kept
 
@@ -176,6 +176,7 @@ def test_top_p_hugging_face_formulation_passes(capsys):
         ({"sort": False}, "sort them in descending order"),
         ({"tail": True}, "keeps the tail"),
         ({"renormalise": False}, "renormalise"),
+        ({"back": False}, "still in sorted order"),
     ],
 )
 def test_top_p_mistakes_are_named(mistake, words, capsys):

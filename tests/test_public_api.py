@@ -33,7 +33,7 @@ GRADERS = {
     "check_fused_head_projections", "check_grouped_query_attention",
     # 03-04
     "check_sinusoidal_encoding", "check_rotary_embedding", "check_alibi_bias", "check_layer_norm",
-    "check_encoder_layer", "check_rms_norm", "check_feed_forward", "check_pre_norm_layer",
+    "check_encoder_layer", "check_rms_norm", "check_pre_norm_layer",
     # 05-06
     "check_decoder_layer", "check_prefix_lm_mask", "check_teacher_forcing_batch", "check_label_smoothing",
     "check_greedy_decode", "check_weight_tying", "check_sequence_accuracy",

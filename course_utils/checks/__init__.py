@@ -14,15 +14,9 @@ from .attention import (
     check_scaled_dot_product_attention,
     check_split_heads,
 )
-from .generation import (
-    check_gpt_block,
-    check_kv_cache_step,
-    check_sampling_step,
-    check_top_p,
-)
+from .generation import check_gpt_block, check_kv_cache_step
 from .layers import (
     check_encoder_layer,
-    check_feed_forward,
     check_layer_norm,
     check_pre_norm_layer,
     check_rms_norm,
@@ -35,6 +29,7 @@ from .masks import (
 )
 from .positional import check_alibi_bias, check_rotary_embedding, check_sinusoidal_encoding
 from .predictions import check_prediction
+from .sampling import check_sampling_step, check_top_p
 from .seq2seq import check_decoder_layer, check_greedy_decode, check_prefix_lm_mask, check_teacher_forcing_batch
 from .training import (
     check_label_smoothing,
@@ -49,7 +44,6 @@ __all__ = [
     "check_causal_mask",
     "check_decoder_layer",
     "check_encoder_layer",
-    "check_feed_forward",
     "check_fused_head_projections",
     "check_gpt_block",
     "check_greedy_decode",

@@ -42,6 +42,17 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
                 raise NotYet(
                     "softmax runs over the queries (dim=-2); each query's weights over the keys must sum to 1: dim=-1"
                 )
+            if mask is not None:
+                flipped = (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(mask, float("-inf")).softmax(-1) @ v
+                if (
+                    isinstance(out, Tensor)
+                    and out.shape == flipped.shape
+                    and torch.allclose(out, flipped, equal_nan=True)
+                ):
+                    raise NotYet(
+                        "the mask's convention is flipped: True means *may attend*, so hide the scores where the mask "
+                        'is False, scores.masked_fill(~mask, float("-inf"))'
+                    )
             same(out, expected, "the output" + (" with a mask" if mask is not None else ""))
         return (
             "your attention equals course_utils.scaled_dot_product_attention and PyTorch's "

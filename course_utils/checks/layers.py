@@ -14,7 +14,6 @@ from ._core import NotWritten, NotYet, Verdict, call, differs, same, verdict
 
 __all__ = [
     "check_encoder_layer",
-    "check_feed_forward",
     "check_layer_norm",
     "check_pre_norm_layer",
     "check_rms_norm",
@@ -39,23 +38,6 @@ def check_layer_norm(fn: Callable[..., Any]) -> Verdict:
             raise NotYet("eps is outside the square root: use sqrt(var + eps)")
         same(got, F.layer_norm(x, (6,), weight, bias, eps), "the normalised output")
         return "layer_norm matches F.layer_norm (biased variance, eps inside the root)."
-
-    return verdict(run)
-
-
-def check_feed_forward(fn: Callable[..., Any]) -> Verdict:
-    """``fn(x, w_1, b_1, w_2, b_2)`` returns FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (weights as ``nn.Linear`` stores them)."""
-
-    def run() -> str:
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(2, 3, 4, generator=g)
-        w_1, b_1 = torch.randn(8, 4, generator=g), torch.randn(8, generator=g)  # (d_ff, d_model), as nn.Linear
-        w_2, b_2 = torch.randn(4, 8, generator=g), torch.randn(4, generator=g)
-        got = call(fn, x, w_1, b_1, w_2, b_2)
-        if not differs(got, F.linear(F.linear(x, w_1, b_1), w_2, b_2)):
-            raise NotYet("the ReLU is missing: without it the two layers collapse into one linear map")
-        same(got, F.linear(F.relu(F.linear(x, w_1, b_1)), w_2, b_2), "FFN(x)")
-        return "feed_forward is right: expand to d_ff, ReLU, project back, at every position."
 
     return verdict(run)
 
@@ -87,6 +69,18 @@ def check_pre_norm_layer(fn: Callable[..., Any]) -> Verdict:
             expected = y + layer.feed_forward(layer.norm2(y))
             if not differs(got, attend(layer.norm1(x)) + layer.feed_forward(layer.norm2(x))):
                 raise NotYet("the residual connections are missing: add each sublayer's output to its input")
+            h = layer.norm1(x)  # the stream itself normalised, then the residual taken from it
+            z = h + attend(h)
+            if not differs(got, z + layer.feed_forward(layer.norm2(z))):
+                raise NotYet(
+                    "the residual stream itself is normalised (x = norm1(x) before the add): normalise only the "
+                    "sublayer's input, x + self_attn(norm1(x)), so the stream keeps its own scale"
+                )
+            if not differs(got, layer.norm2(expected)) or not differs(got, layer.norm1(expected)):
+                raise NotYet(
+                    "a norm is applied to the layer's output: in pre-norm each LayerNorm feeds a sublayer, the "
+                    "stream is added to as it is (a pre-norm *stack* ends with one final norm, not each layer)"
+                )
             unmasked = x + layer.self_attn(*(layer.norm1(x),) * 3, None)[0]
             if not differs(got, unmasked + layer.feed_forward(layer.norm2(unmasked))):
                 raise NotYet("the mask is ignored: pass it to self_attn, so that no token attends to padding")

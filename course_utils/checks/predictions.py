@@ -202,7 +202,7 @@ def check_prediction(question: str, answer: str | None) -> Verdict:
         if choice != q.answer:
             raise NotYet(
                 f"not quite: ({choice}) {q.choices[choice]}. {q.why[choice]} "
-                f"Run the next cell to see what happens, then compare with ({q.answer})."
+                "Run the next cell and see which choice the measurement supports."
             )
         return f"right: ({choice}) {q.choices[choice]}. {q.why[choice]} The next cell measures it."
 

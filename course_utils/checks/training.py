@@ -40,8 +40,9 @@ def check_label_smoothing(fn: Callable[..., Any]) -> Verdict:
                     (F.cross_entropy(logits, target), "the smoothing is ignored: this is plain cross-entropy"),
                     (
                         (-(1 - smoothing) * true - smoothing / (V - 1) * others).mean(),
-                        "smoothing / (V - 1) on each of the other tokens (the Annotated Transformer's convention); "
-                        "PyTorch's spreads smoothing / V over all V tokens, the true one included",
+                        "smoothing / (V - 1) on each of the V - 1 other tokens and 1 - smoothing on the true one: a "
+                        "convention of its own; PyTorch's, used here, spreads smoothing / V over all V tokens, the "
+                        "true one included",
                     ),
                     (
                         (-(1 - smoothing) * true - smoothing / V * others).mean(),
@@ -90,13 +91,13 @@ def check_weight_tying(fn: Callable[..., Any]) -> Verdict:
             if weight.shape == embedding.shape and weight.data_ptr() == embedding.data_ptr():
                 raise NotYet(
                     "one storage (through .data), but still two Parameters: each gets its own gradient and optimizer "
-                    "state, and count_parameters counts both. Share the Parameter itself: "
-                    "model.generator.weight = model.tgt_embed.weight"
+                    "state, and count_parameters counts both. Share the Parameter object itself: assign it, as a "
+                    "Parameter, to the output projection's weight attribute"
                 )
             if weight.shape == embedding.shape and torch.equal(weight, embedding):
                 raise NotYet(
                     "the values are copied, not shared: the two start equal and drift apart at the first step. "
-                    "Share the Parameter itself: model.generator.weight = model.tgt_embed.weight"
+                    "Share the Parameter object itself instead of its values"
                 )
             raise NotYet("model.generator.weight is not model.tgt_embed.weight: make them one and the same Parameter")
         after = count_parameters(model)

@@ -226,7 +226,7 @@ for dk, name, var, top, slope in rows:
 for dk, name, var, *_ in rows:  # the variance is d_k unscaled, 1 scaled (up to sampling noise)
     assert abs(var / (dk if name == "q.k" else 1) - 1) < 0.05
 top_unscaled = [top for _, name, _, top, _ in rows if name == "q.k"]  # mean largest weight, d_k = 4 ... 1024
-assert top_unscaled == sorted(top_unscaled) and top_unscaled[-1] > 0.9  # the prediction's answer: (c)
+assert top_unscaled == sorted(top_unscaled) and top_unscaled[-1] > 0.9  # what the prediction above asked
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), layout="constrained")

@@ -124,7 +124,7 @@ print(f"one Linear({d_model}, {d_model}) = {n_heads} heads of d_k = {d_k}: head 
 def split_heads(x, n_heads):
     """(B, T, d_model) -> (B, n_heads, T, d_k), with d_k = d_model // n_heads.
 
-    Hint: x.view(B, T, n_heads, d_k) splits the features; x.transpose(1, 2) swaps the T and head axes.
+    Hint: view the last axis as (n_heads, d_k), then move the head axis in front of T.
     """
     ### BEGIN SOLUTION
     B, T, d_model = x.shape
@@ -587,7 +587,7 @@ accuracy_previous_1, accuracy_marked_1, w_1 = evaluate(one_head)
 on_previous_1, on_marker_1, _ = where_heads_look(w_1)
 print(f"answering the marked digit for both jobs scores 1/12 + 11/12 * 1/10 = {1 / 12 + 11 / 12 / 10:.1%} "
       "on the previous digit")  # fmt: skip
-# the prediction's answer, (c): the marked-digit job kept, the previous digit given up
+# what the prediction above asked: which job, if any, the single head keeps
 assert accuracy_previous_1 < 0.5 and accuracy_marked_1 > 0.95, "one head should keep one job and give up the other"
 assert on_marker_1[0] > 0.9 and abs(history_1.loss[-1] - math.log(10)) < 0.2
 

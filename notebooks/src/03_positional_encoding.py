@@ -84,8 +84,8 @@ shuffle = torch.tensor([3, 0, 5, 1, 4, 2])  # a permutation of the six positions
 
 out, _ = attention(x, x, x)  # (output, weights): the output is what we compare
 out_of_shuffled, _ = attention(x[:, shuffle], x[:, shuffle], x[:, shuffle])
-torch.testing.assert_close(out_of_shuffled, out[:, shuffle])  # (b): the same rows, moved with their tokens
-assert not torch.allclose(out_of_shuffled, out)  # not (a): the rows did move
+torch.testing.assert_close(out_of_shuffled, out[:, shuffle])  # the same rows, moved with their tokens
+assert not torch.allclose(out_of_shuffled, out)  # and the rows did move
 print("attention(shuffled tokens) == shuffled attention(tokens): order is invisible")
 
 # %% [markdown]

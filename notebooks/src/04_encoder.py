@@ -56,7 +56,6 @@ from course_utils import (
 )
 from course_utils.checks import (
     check_encoder_layer,
-    check_feed_forward,
     check_layer_norm,
     check_pre_norm_layer,
     check_prediction,
@@ -251,7 +250,8 @@ print("eval mode,  two calls equal?", torch.equal(layer(x), layer(x)))
 #
 # **Your turn.** Write the paper's post-norm forward, `my_encoder_layer(layer, x, mask)`, from the submodules of a
 # `course_utils.EncoderLayer`: `layer.self_attn` (chapter 02's `MultiHeadAttention`, called as
-# `self_attn(query, key, value, mask)`, which returns the output and the weights), `layer.feed_forward`,
+# `self_attn(query, key, value, mask)`, which returns the pair `(output, weights)`, the weights `None` unless
+# asked for), `layer.feed_forward`,
 # `layer.norm1`, `layer.norm2`, and `layer.dropout1`, `layer.dropout2` for the sublayers' outputs (dropout is off
 # in the checker, so they may be left out). `x` has shape `(B, T, d_model)`, `mask` `(B, 1, 1, T)` with True = real
 # token; the output has the shape of `x`. The checker compares with `course_utils.EncoderLayer` and, at the real
@@ -441,7 +441,7 @@ stuck = histories["post-norm, no warm-up"].loss
 settled = next((i + 1 for i in range(len(stuck)) if all(abs(v - uniform) < 0.05 for v in stuck[i:])), None)
 print(f"\npost-norm, no warm-up: loss within 0.05 of ln 10 from step {settled} to the end")
 assert settled is not None and settled <= 50  # stuck at ln 10 for (at least) the second half of the run
-# the answer key, (b): only post-norm without warm-up stalls
+# what the prediction above asked: which runs learn
 assert final["post-norm, no warm-up"] > 2.2 and sequences["post-norm, no warm-up"] == 0
 assert final["post-norm, warm-up"] < 1.0 and final["pre-norm, no warm-up"] < 1.0
 assert digits["pre-norm, no warm-up"] > 0.5 > digits["post-norm, no warm-up"]
@@ -571,22 +571,7 @@ def my_rms_norm(x, weight, eps):
 check_rms_norm(my_rms_norm)
 
 # %% [markdown]
-# **Exercise 2 · The FFN from raw tensors.** Write the feed-forward network of section 4 without `nn.Linear`.
-# The weights are stored as `nn.Linear` stores them: `w_1` has shape `(d_ff, d_model)`, so a layer computes
-# `x @ w_1.T + b_1`.
-
-
-# %% tags=["exercise"]
-def my_ffn(x, w_1, b_1, w_2, b_2):
-    ### BEGIN SOLUTION
-    return torch.relu(x @ w_1.T + b_1) @ w_2.T + b_2
-    ### END SOLUTION
-
-
-check_feed_forward(my_ffn)
-
-# %% [markdown]
-# **Exercise 3 · From post-norm to pre-norm.** In section 6 you wrote the paper's post-norm layer. Now write
+# **Exercise 2 · From post-norm to pre-norm.** In section 6 you wrote the paper's post-norm layer. Now write
 # the forward pass of a **pre-norm** layer, $x \leftarrow x + \mathrm{Sublayer}(\mathrm{LN}(x))$, from the same
 # submodules of `layer` (`layer.norm1`, `layer.self_attn`, `layer.norm2`, `layer.feed_forward`; dropout is off):
 # `x` of shape `(B, T, d_model)`, `mask` of shape `(B, 1, 1, T)`, output of the shape of `x`. Hint: the residual

@@ -136,7 +136,6 @@ for name, tgt_mask in (("with the causal mask", causal_mask(6)), ("without a mas
 assert (moved["with the causal mask"][:4] == 0).all(), "masked: earlier outputs must not move at all"
 assert (moved["with the causal mask"][4:] > 0).all(), "masked: the rewritten positions' own outputs change"
 assert (moved["without a mask"][:4] > 0).all(), "unmasked: every earlier output sees the future"
-print("the answer: (b), only outputs 4 and 5 change")
 
 # %% [markdown]
 # With the mask, positions 0–3 are untouched: exactly zero change, not merely a small one (the cell asserts it);
@@ -480,7 +479,8 @@ attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="
 # $P = T$ no mask at all.
 #
 # *Hint:* build the causal part `(T, T)` and the "key in the prefix" part `(B, 1, T)` by comparing
-# `torch.arange(size)` with `prefix_len[:, None, None]`; broadcasting an `|` of the two gives `(B, T, T)`.
+# `torch.arange(size)` with `prefix_len[:, None, None]`; an `|` of the two broadcasts to `(B, T, T)`; then add
+# the head axis with `[:, None]`.
 
 
 # %% tags=["exercise"]

@@ -431,7 +431,7 @@ for temperature in (1.0, 0.5, 0.1, 0.02):
           f"drawn at least once; the most likely one, {tokenizer.itos[greedy]!r}, in {greedy_share[temperature]:6.1%} "
           "of the draws")  # fmt: skip
 shares = list(greedy_share.values())
-assert shares == sorted(shares) and shares[-1] > 0.99  # the prediction's answer: (b), the greedy choice, repeated
+assert shares == sorted(shares) and shares[-1] > 0.99  # what the prediction above asked
 
 # %% [markdown]
 # Dividing the logits by $\tau$ multiplies the gaps between them by $1 / \tau$, and the softmax turns large gaps
