@@ -71,8 +71,8 @@ def fetch(file: DataFile, data_dir: str | Path | None = None) -> Path:
         if _verified(path, file):
             return path
         raise ValueError(f"{path} is not the expected file (size or SHA-256 differ): delete it to download it again")
-    target.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target, prefix=f".{file.name}.", suffix=".part")
+    path.parent.mkdir(parents=True, exist_ok=True)  # a name may hold a folder: "multi30k/train.de.gz"
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
         with os.fdopen(handle, "wb") as out, urllib.request.urlopen(file.url, timeout=60) as response:
             out.write(response.read())
