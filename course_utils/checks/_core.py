@@ -56,6 +56,14 @@ def differs(got: object, reference: Tensor) -> bool:
     )
 
 
+def name_mistake(got: object, expected: Tensor, mistakes: list[tuple[Tensor, str]], context: str = "") -> None:
+    """Raise ``NotYet`` naming the first mistake whose buggy result ``got`` equals (and ``expected`` does not):
+    ``mistakes`` pairs what a classic bug computes with the message that names it."""
+    for buggy, message in mistakes:
+        if not differs(got, buggy) and differs(buggy, expected):
+            raise NotYet(f"{context}: {message}" if context else message)
+
+
 class Verdict:
     """The outcome of a check: ``bool(verdict)`` says whether it passed; ``.message`` says why."""
 

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ..masks import causal_mask, padding_mask, target_mask
-from ._core import NotYet, Verdict, call, differs, same, verdict
+from ._core import NotYet, Verdict, call, differs, name_mistake, same, verdict
 
 __all__ = ["check_decoder_layer", "check_greedy_decode", "check_prefix_lm_mask", "check_teacher_forcing_batch"]
 
@@ -106,9 +106,7 @@ def check_decoder_layer(fn: Callable[..., Any]) -> Verdict:
                     "this is pre-norm (norm before each sublayer): the paper's layer normalises after the residual add",
                 ),
             ]
-        for wrong, why in mistakes:
-            if not differs(got, wrong):
-                raise NotYet(why)
+        name_mistake(got, expected, mistakes)
         same(got, expected, "the layer's output")
         return (
             "the decoder layer is right, equal to nn.TransformerDecoderLayer (T = 4, S = 7, both padded): masked "
@@ -155,9 +153,7 @@ def check_prefix_lm_mask(fn: Callable[..., Any]) -> Verdict:
                 "but nothing after it",
             ),
         ]
-        for wrong, why in mistakes:
-            if not differs(got, wrong):
-                raise NotYet(why)
+        name_mistake(got, expected, mistakes)
         same(got, expected, "the prefix-LM mask")
         return (
             "the prefix-LM mask is right: the prefix attends in both directions, the rest causally; "
