@@ -38,6 +38,7 @@ class TransformerConfig:
     dropout: float = 0.1
     max_len: int = 5000
     norm_first: bool = False
+    share_embeddings: bool = False  # one matrix for both embeddings and the output projection (section 3.4)
 
 
 class Transformer(nn.Module):
@@ -51,6 +52,10 @@ class Transformer(nn.Module):
     the positional signal. Every other matrix gets Xavier-uniform initialisation, as in ``nn.Transformer``,
     except the output projection: it starts near zero (standard deviation 0.02, as in GPT-2), so that
     an untrained model gives every token about the same probability and its first loss is about ln V.
+
+    ``share_embeddings=True`` (section 3.4) ties the source embedding, the target embedding and the output
+    projection to one matrix, which needs one vocabulary for both languages. Its N(0, 1/d_model) start then
+    gives logits of standard deviation about 1, since the decoder's output is layer-normalised.
     """
 
     def __init__(
@@ -64,9 +69,17 @@ class Transformer(nn.Module):
         dropout: float = 0.1,
         max_len: int = 5000,
         norm_first: bool = False,
+        share_embeddings: bool = False,
     ) -> None:
         super().__init__()
-        self.config = TransformerConfig(d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first)
+        if share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError(
+                f"share_embeddings needs one vocabulary for both languages; got src_vocab_size={src_vocab_size} "
+                f"and tgt_vocab_size={tgt_vocab_size}"
+            )
+        self.config = TransformerConfig(
+            d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first, share_embeddings
+        )
         self.d_model = d_model
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.src_embed = nn.Embedding(src_vocab_size, d_model)
@@ -74,6 +87,9 @@ class Transformer(nn.Module):
         self.positional = PositionalEncoding(d_model, dropout, max_len)
         self.encoder, self.decoder = self.build_stacks(d_model, n_heads, n_layers, d_ff, dropout, norm_first)
         self.generator = nn.Linear(d_model, tgt_vocab_size)  # the pre-softmax projection
+        if share_embeddings:  # section 3.4: the same (V, d_model) matrix embeds both languages and projects back
+            self.tgt_embed.weight = self.src_embed.weight
+            self.generator.weight = self.src_embed.weight
         self.reset_parameters()
 
     def build_stacks(
@@ -91,7 +107,8 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
         for embedding in (self.src_embed, self.tgt_embed):
             nn.init.normal_(embedding.weight, mean=0.0, std=self.d_model**-0.5)
-        nn.init.normal_(self.generator.weight, mean=0.0, std=0.02)
+        if not self.config.share_embeddings:
+            nn.init.normal_(self.generator.weight, mean=0.0, std=0.02)
         nn.init.zeros_(self.generator.bias)
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:

@@ -1,11 +1,14 @@
 """Trained weights that ship with the course, for a class with no time or no GPU to train.
 
-Chapter 06's date Transformer and chapter 07's CPU-sized GPT are trained by ``tools/build_checkpoints.py``
-with exactly the recipes the notebooks use (``course_utils.recipes``), on the CPU, and saved with what
-training measured: the loss history, evaluations and, for the GPT, its samples. The files hold plain
-tensors, numbers and strings only, so ``torch.load(..., weights_only=True)`` reads them. Rebuild them with
+Chapter 06's date Transformer, chapter 07's CPU-sized GPT and chapter 08's Multi30k translator are trained by
+``tools/build_checkpoints.py`` with exactly the recipes the notebooks use (``course_utils.recipes``), on the CPU,
+and saved with what training measured: the loss history, evaluations and, for the GPT, its samples; the
+translator also carries its tokenizer's merges and its test-set BLEU, and is stored in half precision. The
+files hold plain tensors, numbers and strings only, so ``torch.load(..., weights_only=True)`` reads them.
+Rebuild them with
 
-    python tools/build_checkpoints.py     # about two minutes on a laptop CPU
+    python tools/build_checkpoints.py date_transformer shakespeare_gpt   # about two minutes on a laptop CPU
+    python tools/build_checkpoints.py multi30k_translator                # about an hour on a 2-core CPU
 
 and the notebooks load them with ``load_pretrained(name)`` when ``SKIP_TRAINING`` is set.
 """
@@ -19,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .recipes import DATE_TRANSFORMER, SHAKESPEARE_GPT_CPU, Recipe
+from .recipes import DATE_TRANSFORMER, MULTI30K_TRANSLATOR, SHAKESPEARE_GPT_CPU, Recipe
 from .train import History
 
 __all__ = ["PRETRAINED", "Pretrained", "load_pretrained"]
@@ -27,7 +30,11 @@ __all__ = ["PRETRAINED", "Pretrained", "load_pretrained"]
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 
 # name -> the recipe its weights were trained with
-PRETRAINED: dict[str, Recipe[Any]] = {"date_transformer": DATE_TRANSFORMER, "shakespeare_gpt": SHAKESPEARE_GPT_CPU}
+PRETRAINED: dict[str, Recipe[Any]] = {
+    "date_transformer": DATE_TRANSFORMER,
+    "shakespeare_gpt": SHAKESPEARE_GPT_CPU,
+    "multi30k_translator": MULTI30K_TRANSLATOR,
+}
 
 
 @dataclass
@@ -41,6 +48,7 @@ class Pretrained:
     metrics: dict[str, float]
     samples: list[str] = field(default_factory=list)
     torch_version: str = ""
+    tokenizer: dict[str, list[str]] = field(default_factory=dict)  # a BPETokenizer's to_dict(), where there is one
 
     def describe(self) -> str:
         metrics = ", ".join(f"{k} {v:.4g}" for k, v in self.metrics.items())
@@ -58,7 +66,8 @@ def checkpoint_path(name: str) -> Path:
 
 
 def load_pretrained(name: str, device: torch.device | str | None = None) -> Pretrained:
-    """The shipped weights called ``name`` (``"date_transformer"`` or ``"shakespeare_gpt"``), read with
+    """The shipped weights called ``name`` (``"date_transformer"``, ``"shakespeare_gpt"`` or
+    ``"multi30k_translator"``), read with
     ``weights_only=True``, tensors on ``device`` (default: the CPU). Weights trained with another recipe
     than today's ``PRETRAINED[name]`` are refused: they would not be what the notebook describes."""
     path = checkpoint_path(name)
@@ -71,12 +80,16 @@ def load_pretrained(name: str, device: torch.device | str | None = None) -> Pret
         raise ValueError(f"{path} was trained with another recipe than course_utils.recipes holds: run `{rebuild}`")
     history = saved["history"]
     history["evals"] = [(step, metrics) for step, metrics in history["evals"]]
+    # Weights stored in half precision come back as float32; a tied weight, stored once, under all its names.
+    state_dict = {k: v.float() if v.dtype == torch.float16 else v for k, v in saved["state_dict"].items()}
+    state_dict |= {alias: state_dict[key] for alias, key in saved.get("aliases", {}).items()}
     return Pretrained(
         name=name,
         recipe=recipe,
-        state_dict=saved["state_dict"],
+        state_dict=state_dict,
         history=History(**history),
         metrics=saved["metrics"],
         samples=saved.get("samples", []),
         torch_version=saved.get("torch_version", ""),
+        tokenizer=saved.get("tokenizer", {}),
     )

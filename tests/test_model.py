@@ -8,6 +8,7 @@ from course_utils import (
     TorchTransformer,
     Transformer,
     causal_mask,
+    count_parameters,
     greedy_decode,
     padding_mask,
     target_mask,
@@ -128,3 +129,21 @@ def test_torch_transformer_refuses_a_target_mask_it_cannot_pass_on():
         model(src, tgt, padding_mask(src, PAD), bidirectional)
     with pytest.raises(ValueError, match=r"padding mask of shape \(B, 1, 1, S\)"):
         model(src, tgt, torch.ones(1, 1, 3, 4, dtype=torch.bool), causal_mask(3))
+
+
+def test_shared_embeddings_are_one_matrix_used_three_times():
+    tied = Transformer(50, 50, d_model=32, n_heads=4, n_layers=1, d_ff=64, share_embeddings=True)
+    separate = Transformer(50, 50, d_model=32, n_heads=4, n_layers=1, d_ff=64)
+    assert tied.src_embed.weight is tied.tgt_embed.weight is tied.generator.weight
+    assert count_parameters(separate) - count_parameters(tied) == 2 * 50 * 32
+    src, tgt = torch.randint(0, 50, (2, 5)), torch.randint(0, 50, (2, 4))
+    tied(src, tgt).sum().backward()
+    assert tied.src_embed.weight.grad is not None  # gradients of all three uses land in one place
+    twin = TorchTransformer.from_course(tied.eval())
+    assert twin.generator.weight is twin.src_embed.weight
+    assert torch.allclose(twin(src, tgt), tied(src, tgt), atol=1e-5)
+
+
+def test_shared_embeddings_need_one_vocabulary():
+    with pytest.raises(ValueError, match="src_vocab_size=50 and tgt_vocab_size=60"):
+        Transformer(50, 60, d_model=32, n_heads=4, n_layers=1, share_embeddings=True)

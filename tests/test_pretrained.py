@@ -21,6 +21,7 @@ from course_utils import (
 )
 from course_utils import pretrained as pretrained_module
 from course_utils.pretrained import CHECKPOINTS, PRETRAINED
+from course_utils.recipes import MULTI30K_TRANSLATOR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,11 +36,17 @@ def test_checkpoints_are_small_and_ship_in_the_wheel():
         assert path.exists(), f"run `python tools/build_checkpoints.py {name}`"
         assert any(fnmatch.fnmatch(f"checkpoints/{path.name}", p) for p in patterns)
         sizes[name] = path.stat().st_size
+    translator = sizes.pop("multi30k_translator")
+    assert translator < 10 * 2**20, translator  # 10 MiB: half precision, the tied matrix stored once
     assert sum(sizes.values()) < 6_000_000, sizes
 
 
 def test_the_chapters_recipes_are_the_shipped_ones():
-    assert PRETRAINED == {"date_transformer": DATE_TRANSFORMER, "shakespeare_gpt": SHAKESPEARE_GPT_CPU}
+    assert PRETRAINED == {
+        "date_transformer": DATE_TRANSFORMER,
+        "shakespeare_gpt": SHAKESPEARE_GPT_CPU,
+        "multi30k_translator": MULTI30K_TRANSLATOR,
+    }
 
 
 @pytest.mark.parametrize("name", PRETRAINED)
@@ -91,3 +98,19 @@ def test_the_gpt_writes_shakespeare_like_text():
 def test_an_unknown_name_lists_the_known_ones():
     with pytest.raises(ValueError, match="date_transformer"):
         load_pretrained("bert")
+
+
+def test_the_translator_reproduces_its_recorded_bleu_and_beam_search_beats_greedy_decoding():
+    from course_utils.bpe import BPETokenizer
+    from course_utils.multi30k import load_multi30k
+    from course_utils.translation import evaluate_bleu
+
+    pretrained = load_pretrained("multi30k_translator")
+    tokenizer = BPETokenizer.from_dict(pretrained.tokenizer)
+    model = Transformer(tokenizer.vocab_size, tokenizer.vocab_size, **asdict(pretrained.recipe.model))
+    model.load_state_dict(pretrained.state_dict)
+    assert model.generator.weight is model.src_embed.weight is model.tgt_embed.weight
+    measured = evaluate_bleu(model, tokenizer, load_multi30k("test"))
+    assert measured == pytest.approx({k: v for k, v in pretrained.metrics.items() if k.startswith("bleu")}, abs=0.01)
+    assert measured["bleu_beam1"] >= 33 or measured["bleu_beam4"] >= 33
+    assert measured["bleu_beam4"] > measured["bleu_beam1"]

@@ -1,0 +1,246 @@
+"""Translation with the full Transformer: batches of sentence pairs, training, decoding and BLEU.
+
+Shape letters: B batch, S source length, T target length, K beam size, V vocabulary size. Sentences are
+encoded by one ``BPETokenizer`` shared by both languages; targets carry ``<bos>`` and ``<eos>``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .bpe import BPETokenizer
+from .masks import causal_mask, padding_mask, target_mask
+from .model import Transformer
+from .recipes import TranslationRecipe
+from .seq2seq import greedy_decode, seq2seq_loss
+from .train import History, train
+from .utils import set_seed
+
+__all__ = [
+    "beam_search",
+    "bleu",
+    "encode_corpus",
+    "evaluate_bleu",
+    "length_penalty",
+    "pad_batch",
+    "train_translator",
+    "translate",
+    "translation_batches",
+    "validation_loss",
+]
+
+Example = tuple[list[int], list[int]]  # (source ids, target ids with <bos> and <eos>)
+
+
+def encode_corpus(pairs: Sequence[tuple[str, str]], tokenizer: BPETokenizer) -> list[Example]:
+    """Each (source, target) sentence pair as ids: the source plain, the target between ``<bos>`` and ``<eos>``."""
+    return [(tokenizer.encode(src), tokenizer.encode(tgt, bos=True, eos=True)) for src, tgt in pairs]
+
+
+def pad_batch(rows: Sequence[Sequence[int]], pad_id: int) -> Tensor:
+    """Token lists of different lengths -> one LongTensor ``(B, longest)``, padded on the right with ``pad_id``."""
+    out = torch.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def translation_batches(
+    examples: Sequence[Example], batch_size: int, pad_id: int, seed: int = 0, pool: int = 50
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """Endless ``(src (B, S), tgt (B, T))`` batches, epoch after epoch. Each epoch shuffles the examples, sorts
+    every ``pool`` batches' worth by length so that a batch holds sentences of similar lengths (little
+    padding), and shuffles the order of the batches."""
+    rng = random.Random(seed)
+    order = list(range(len(examples)))
+    while True:
+        rng.shuffle(order)
+        batches = []
+        for start in range(0, len(order), batch_size * pool):
+            chunk = sorted(
+                order[start : start + batch_size * pool], key=lambda i: (len(examples[i][0]), len(examples[i][1]))
+            )
+            batches += [chunk[k : k + batch_size] for k in range(0, len(chunk), batch_size)]
+        rng.shuffle(batches)
+        for batch in batches:
+            yield (
+                pad_batch([examples[i][0] for i in batch], pad_id),
+                pad_batch([examples[i][1] for i in batch], pad_id),
+            )
+
+
+@torch.no_grad()
+def validation_loss(model: Transformer, examples: Sequence[Example], pad_id: int, batch_size: int = 128) -> float:
+    """Mean cross-entropy per target token (teacher forcing, no label smoothing) over ``examples``."""
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        src, tgt = (
+            pad_batch([s for s, _ in chunk], pad_id).to(device),
+            pad_batch([t for _, t in chunk], pad_id).to(device),
+        )
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        logits = model(src, tgt_in, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))  # (B, T - 1, V)
+        total += float(F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad_id, reduction="sum"))
+        count += int((tgt_out != pad_id).sum())
+    return total / max(count, 1)
+
+
+def train_translator(
+    recipe: TranslationRecipe,
+    tokenizer: BPETokenizer,
+    train_pairs: Sequence[tuple[str, str]],
+    val_pairs: Sequence[tuple[str, str]] = (),
+    *,
+    steps: int | None = None,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[Transformer, History]:
+    """Build the recipe's ``Transformer`` (one vocabulary, shared embeddings) and train it on ``train_pairs``,
+    measuring the validation loss every ``recipe.eval_every`` steps. ``steps`` shortens the run (the schedule
+    is then squeezed to fit)."""
+    config = recipe.training if steps is None else replace(recipe.training, steps=steps)
+    set_seed(seed)
+    vocab = tokenizer.vocab_size
+    model = Transformer(vocab, vocab, **asdict(recipe.model)).to(device or "cpu")
+    examples = encode_corpus(train_pairs, tokenizer)
+    val_examples = encode_corpus(val_pairs, tokenizer)
+    pad, smoothing = tokenizer.pad_id, config.label_smoothing
+    history = train(
+        model,
+        translation_batches(examples, config.batch_size, pad, seed=seed),
+        lambda m, src, tgt: seq2seq_loss(m, src, tgt, pad, smoothing),
+        config,
+        device=device,
+        eval_fn=(lambda m: {"val_loss": validation_loss(m, val_examples, pad)}) if val_examples else None,  # type: ignore[arg-type]
+        eval_every=recipe.eval_every,
+        progress=progress,
+        desc="translator",
+    )
+    return model, history
+
+
+def length_penalty(lengths: Tensor, alpha: float) -> Tensor:
+    r"""GNMT's length penalty (Wu et al., 2016): :math:`((5 + |y|) / 6)^\alpha`. A hypothesis is ranked by its
+    log-probability divided by this, so that longer ones, which sum more negative terms, are not always beaten
+    by short ones. ``alpha = 0`` ranks by log-probability alone."""
+    return ((5.0 + lengths.float()) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    src_mask: Tensor | None,
+    beam_size: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    alpha: float = 1.0,
+) -> Tensor:
+    """Batched beam search: keep the ``beam_size`` most probable prefixes of each sentence, extend every one by
+    every token, keep the best ``beam_size`` again; stop when all have produced ``eos_id`` or ``max_len`` tokens.
+    A finished hypothesis stays in its beam, extended only by ``pad_id`` at no cost. At the end each sentence
+    returns the hypothesis with the best log-probability divided by ``length_penalty(length, alpha)``.
+
+    ``src (B, S)`` -> LongTensor ``(B, <= max_len)`` starting with ``bos_id``, padded with ``pad_id``. With
+    ``beam_size=1`` this is greedy decoding; with a beam as large as the number of possible outputs, it is
+    exhaustive search.
+    """
+    if beam_size < 1 or max_len < 1:
+        raise ValueError(f"need beam_size >= 1 and max_len >= 1; got beam_size={beam_size}, max_len={max_len}")
+    was_training = model.training
+    model.eval()
+    B, K, device = src.size(0), beam_size, src.device
+    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B*K, S, d_model): K copies per sentence
+    mask = None if src_mask is None else src_mask.repeat_interleave(K, dim=0)  # (B*K, 1, 1, S)
+    ys = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)  # (B*K, t)
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # at the start the K beams are identical: only one may be extended
+    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
+    lengths = torch.zeros(B * K, dtype=torch.long, device=device)  # tokens generated, <eos> included
+    for _ in range(max_len - 1):
+        logits = model.decode(ys, memory, mask, causal_mask(ys.size(1), device=device))[:, -1]  # (B*K, V)
+        log_probs = F.log_softmax(logits.float(), dim=-1)
+        V = log_probs.size(-1)
+        log_probs[finished] = float("-inf")  # a finished hypothesis has one continuation: <pad>, costing nothing
+        log_probs[finished, pad_id] = 0.0
+        candidates = (scores.view(B * K, 1) + log_probs).view(B, K * V)  # every beam extended by every token
+        scores, index = candidates.topk(K, dim=-1)  # (B, K)
+        parent = (torch.arange(B, device=device)[:, None] * K + index // V).view(-1)  # (B*K,): the beam extended
+        token = (index % V).view(-1)  # (B*K,): the token it was extended with
+        ys = torch.cat([ys[parent], token[:, None]], dim=1)  # (B*K, t + 1)
+        grew = ~finished[parent]  # False where a finished hypothesis only got <pad>
+        lengths = lengths[parent] + grew.long()
+        finished = ~grew | (token == eos_id)
+        if bool(finished.all()):
+            break
+    best = (scores / length_penalty(lengths.view(B, K), alpha)).argmax(dim=-1)  # (B,)
+    model.train(was_training)
+    return ys.view(B, K, -1)[torch.arange(B, device=device), best]
+
+
+@torch.no_grad()
+def translate(
+    model: Transformer,
+    tokenizer: BPETokenizer,
+    sentences: Sequence[str],
+    *,
+    beam_size: int = 1,
+    alpha: float = 1.0,
+    batch_size: int = 100,
+    max_extra: int = 50,
+) -> list[str]:
+    """Translate ``sentences`` (greedy with ``beam_size=1``, else beam search), in batches of similar lengths;
+    outputs are at most ``max_extra`` tokens longer than their source."""
+    device = next(model.parameters()).device
+    encoded = [tokenizer.encode(s) for s in sentences]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    out = [""] * len(encoded)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = pad_batch([encoded[i] for i in chunk], tokenizer.pad_id).to(device)  # (B, S)
+        args = (padding_mask(src, tokenizer.pad_id), src.size(1) + max_extra, tokenizer.bos_id, tokenizer.eos_id)
+        if beam_size == 1:
+            ys = greedy_decode(model, src, *args, tokenizer.pad_id)
+        else:
+            ys = beam_search(model, src, args[0], beam_size, *args[1:], tokenizer.pad_id, alpha)
+        for i, row in zip(chunk, ys.cpu().tolist()):
+            out[i] = tokenizer.decode(row)
+    return out
+
+
+def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
+    """Corpus BLEU by sacreBLEU on detokenised, case-sensitive text, and sacreBLEU's signature, which says
+    exactly how it was computed (tokenizer, casing, smoothing, version) so that scores can be compared."""
+    from sacrebleu.metrics.bleu import BLEU
+
+    metric = BLEU()
+    score = metric.corpus_score(list(hypotheses), [list(references)])
+    return float(score.score), str(metric.get_signature())
+
+
+def evaluate_bleu(
+    model: Transformer,
+    tokenizer: BPETokenizer,
+    pairs: Sequence[tuple[str, str]],
+    beam_sizes: Sequence[int] = (1, 4),
+    alpha: float = 1.0,
+) -> dict[str, float]:
+    """BLEU of ``model`` on ``pairs`` for each beam size: ``{"bleu_beam1": ..., "bleu_beam4": ...}``. The default
+    ``alpha = 1.0`` was chosen on Multi30k's validation set: with the shipped translator, beam 4 scores 40.45 BLEU
+    there with it, against 38.98 for greedy decoding."""
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    return {
+        f"bleu_beam{k}": bleu(translate(model, tokenizer, sources, beam_size=k, alpha=alpha), references)[0]
+        for k in beam_sizes
+    }
