@@ -15,12 +15,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .bpe import BPETokenizer
-from .masks import causal_mask, padding_mask, target_mask
+from .masks import causal_mask, padding_mask
 from .model import Transformer
 from .recipes import TranslationRecipe
 from .seq2seq import greedy_decode, seq2seq_loss
 from .train import History, train
-from .utils import set_seed
+from .utils import eval_mode, set_seed
 
 __all__ = [
     "beam_search",
@@ -86,10 +86,9 @@ def validation_loss(model: Transformer, examples: Sequence[Example], pad_id: int
             pad_batch([s for s, _ in chunk], pad_id).to(device),
             pad_batch([t for _, t in chunk], pad_id).to(device),
         )
-        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-        logits = model(src, tgt_in, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))  # (B, T - 1, V)
-        total += float(F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad_id, reduction="sum"))
-        count += int((tgt_out != pad_id).sum())
+        n = int((tgt[:, 1:] != pad_id).sum())  # the target tokens the loss averages over
+        total += float(seq2seq_loss(model, src, tgt, pad_id)) * n
+        count += n
     return total / max(count, 1)
 
 
@@ -158,8 +157,21 @@ def beam_search(
     """
     if beam_size < 1 or max_len < 1:
         raise ValueError(f"need beam_size >= 1 and max_len >= 1; got beam_size={beam_size}, max_len={max_len}")
-    was_training = model.training
-    model.eval()
+    with eval_mode(model):
+        return _beam_search(model, src, src_mask, beam_size, max_len, bos_id, eos_id, pad_id, alpha)
+
+
+def _beam_search(
+    model: Transformer,
+    src: Tensor,
+    src_mask: Tensor | None,
+    beam_size: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    alpha: float,
+) -> Tensor:
     B, K, device = src.size(0), beam_size, src.device
     memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B*K, S, d_model): K copies per sentence
     mask = None if src_mask is None else src_mask.repeat_interleave(K, dim=0)  # (B*K, 1, 1, S)
@@ -185,7 +197,6 @@ def beam_search(
         if bool(finished.all()):
             break
     best = (scores / length_penalty(lengths.view(B, K), alpha)).argmax(dim=-1)  # (B,)
-    model.train(was_training)
     return ys.view(B, K, -1)[torch.arange(B, device=device), best]
 
 
@@ -209,11 +220,12 @@ def translate(
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         src = pad_batch([encoded[i] for i in chunk], tokenizer.pad_id).to(device)  # (B, S)
-        args = (padding_mask(src, tokenizer.pad_id), src.size(1) + max_extra, tokenizer.bos_id, tokenizer.eos_id)
+        mask, max_len = padding_mask(src, tokenizer.pad_id), src.size(1) + max_extra
+        bos, eos, pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
         if beam_size == 1:
-            ys = greedy_decode(model, src, *args, tokenizer.pad_id)
+            ys = greedy_decode(model, src, mask, max_len, bos, eos, pad)
         else:
-            ys = beam_search(model, src, args[0], beam_size, *args[1:], tokenizer.pad_id, alpha)
+            ys = beam_search(model, src, mask, beam_size, max_len, bos, eos, pad, alpha)
         for i, row in zip(chunk, ys.cpu().tolist()):
             out[i] = tokenizer.decode(row)
     return out

@@ -43,7 +43,7 @@ def test_wide_beam_search_equals_exhaustive_search(seed: int, alpha: float) -> N
     with torch.no_grad():
         found = beam_search(model, src, None, 5**3, max_len, BOS, EOS, PAD, alpha)[0].tolist()
         expected = exhaustive(model, src, max_len, alpha)
-    assert [t for t in found[: len(expected)]] == expected
+    assert found[: len(expected)] == expected
     assert all(t == PAD for t in found[len(expected) :])
 
 
