@@ -10,6 +10,7 @@ The top level holds what the chapters teach and use. The exercise graders live i
 """
 
 from .attention import KVCache, MultiHeadAttention, record_attention, scaled_dot_product_attention
+from .bpe import BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
 from .data import CharTokenizer, encode_pairs, random_batches, reversal_pairs
 from .dates import DateTask
 from .decoder import Decoder, DecoderLayer
@@ -18,13 +19,22 @@ from .gpt import GPT, GPTBlock, GPTConfig, estimate_loss
 from .layers import FeedForward, LayerNorm
 from .masks import causal_mask, padding_mask, target_mask
 from .model import Transformer, TransformerConfig
+from .multi30k import load_multi30k
 from .positional import PositionalEncoding, sinusoidal_encoding
 from .pretrained import load_pretrained
-from .recipes import DATE_TRANSFORMER, SHAKESPEARE_GPT_CPU, SHAKESPEARE_GPT_GPU, Recipe
+from .recipes import (
+    DATE_TRANSFORMER,
+    MULTI30K_QUICK,
+    MULTI30K_TRANSLATOR,
+    SHAKESPEARE_GPT_CPU,
+    SHAKESPEARE_GPT_GPU,
+    Recipe,
+)
 from .seq2seq import exact_match, greedy_decode, seq2seq_loss
 from .text import load_tiny_shakespeare, random_windows, split_ids
 from .torch_reference import TorchTransformer
 from .train import History, TrainConfig, lr_factor, noam_lr, train
+from .translation import beam_search, bleu, length_penalty, train_translator, translate
 from .utils import count_parameters, get_device, set_seed
 from .viz import (
     attention_chart,
@@ -43,8 +53,11 @@ __version__ = "0.2.0"
 __all__ = [
     "DATE_TRANSFORMER",
     "GPT",
+    "MULTI30K_QUICK",
+    "MULTI30K_TRANSLATOR",
     "SHAKESPEARE_GPT_CPU",
     "SHAKESPEARE_GPT_GPU",
+    "BPETokenizer",
     "CharTokenizer",
     "DateTask",
     "Decoder",
@@ -67,6 +80,8 @@ __all__ = [
     "attention_chart",
     "attention_grid",
     "attention_heatmap",
+    "beam_search",
+    "bleu",
     "causal_mask",
     "count_parameters",
     "encode_pairs",
@@ -75,15 +90,21 @@ __all__ = [
     "exact_match",
     "get_device",
     "greedy_decode",
+    "learn_bpe",
+    "learn_bpe_fast",
+    "length_penalty",
+    "load_multi30k",
     "load_pretrained",
     "load_tiny_shakespeare",
     "loss_curve",
     "lr_factor",
+    "merge_pair",
     "noam_lr",
     "padding_mask",
     "positional_encoding_chart",
     "positional_encoding_heatmap",
     "positional_waves",
+    "pretokenize",
     "random_batches",
     "random_windows",
     "record_attention",
@@ -95,5 +116,7 @@ __all__ = [
     "split_ids",
     "target_mask",
     "train",
+    "train_translator",
+    "translate",
     "use_offline_charts",
 ]

@@ -92,9 +92,13 @@ class KVCache:
 
     During generation each new token needs attention over all earlier ones; their keys and values do
     not change, so they are kept here and only the new token's are computed (see ``GPT.generate``).
+
+    ``static=True`` is for cross-attention, whose keys and values come from the encoder's memory and are
+    the same at every step: they are computed at the first call and reused, never extended.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, static: bool = False) -> None:
+        self.static = static
         self.keys: Tensor | None = None
         self.values: Tensor | None = None
 
@@ -109,6 +113,12 @@ class KVCache:
             self.keys = torch.cat([self.keys, keys], dim=2)  # (B, h, T_past + T_new, d_k)
             self.values = torch.cat([self.values, values], dim=2)
         return self.keys, self.values
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the rows ``index`` ``(B',)`` of the batch, in that order (beam search: each new hypothesis takes
+        its parent's keys and values)."""
+        if self.keys is not None and self.values is not None:
+            self.keys, self.values = self.keys[index], self.values[index]
 
 
 class MultiHeadAttention(nn.Module):
@@ -175,10 +185,13 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         self._validate(query, key, value)
         q = self._split_heads(self.w_q(query))  # (B, h, T_q, d_k)
-        k = self._split_heads(self.w_k(key))  # (B, h, T_k, d_k)
-        v = self._split_heads(self.w_v(value))  # (B, h, T_k, d_k)
-        if cache is not None:
-            k, v = cache.extend(k, v)  # (B, h, T_past + T_k, d_k): earlier positions' keys and values too
+        if cache is not None and cache.static and cache.keys is not None and cache.values is not None:
+            k, v = cache.keys, cache.values  # cross-attention: the memory's keys and values, computed once
+        else:
+            k = self._split_heads(self.w_k(key))  # (B, h, T_k, d_k)
+            v = self._split_heads(self.w_v(value))  # (B, h, T_k, d_k)
+            if cache is not None:
+                k, v = cache.extend(k, v)  # (B, h, T_past + T_k, d_k): earlier positions' keys and values too
         T_q, T_k = q.size(2), k.size(2)
         if is_causal and cache is None and T_q != T_k:
             raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")

@@ -8,11 +8,23 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ._interop import layer_from_torch
-from .attention import MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention
 from .encoder import LayerStack
 from .layers import FeedForward, LayerNorm
 
-__all__ = ["Decoder", "DecoderLayer"]
+__all__ = ["Decoder", "DecoderCache", "DecoderLayer"]
+
+
+class DecoderCache:
+    """What one decoder layer keeps between decoding steps: its self-attention's keys and values (one more
+    position per step) and its cross-attention's (the memory's projections, computed at the first step)."""
+
+    def __init__(self) -> None:
+        self.self_attn = KVCache()
+        self.cross_attn = KVCache(static=True)
+
+    def __len__(self) -> int:
+        return len(self.self_attn)  # the target positions decoded so far
 
 
 class DecoderLayer(nn.Module):
@@ -36,27 +48,40 @@ class DecoderLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps) for _ in range(3))
         self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
 
-    def _self_attention(self, x: Tensor, tgt_mask: Tensor | None) -> Tensor:
-        out, _ = self.self_attn(query=x, key=x, value=x, mask=tgt_mask)
+    def _self_attention(self, x: Tensor, tgt_mask: Tensor | None, cache: DecoderCache | None = None) -> Tensor:
+        if cache is None:
+            out, _ = self.self_attn(query=x, key=x, value=x, mask=tgt_mask)
+        else:  # x holds only the new positions; they see every cached one and themselves
+            out, _ = self.self_attn(query=x, key=x, value=x, is_causal=True, cache=cache.self_attn)
         return self.dropout1(out)
 
-    def _cross_attention(self, x: Tensor, memory: Tensor, src_mask: Tensor | None) -> Tensor:
-        out, _ = self.cross_attn(query=x, key=memory, value=memory, mask=src_mask)
+    def _cross_attention(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor | None, cache: DecoderCache | None = None
+    ) -> Tensor:
+        out, _ = self.cross_attn(
+            query=x, key=memory, value=memory, mask=src_mask, cache=None if cache is None else cache.cross_attn
+        )
         return self.dropout2(out)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
         return self.dropout3(self.feed_forward(x))
 
     def forward(
-        self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
     ) -> Tensor:
+        extra = () if cache is None else (cache,)  # a subclass may override a sublayer without the cache argument
         if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), tgt_mask)
-            x = x + self._cross_attention(self.norm2(x), memory, src_mask)
+            x = x + self._self_attention(self.norm1(x), tgt_mask, *extra)
+            x = x + self._cross_attention(self.norm2(x), memory, src_mask, *extra)
             x = x + self._feed_forward(self.norm3(x))
         else:
-            x = self.norm1(x + self._self_attention(x, tgt_mask))
-            x = self.norm2(x + self._cross_attention(x, memory, src_mask))
+            x = self.norm1(x + self._self_attention(x, tgt_mask, *extra))
+            x = self.norm2(x + self._cross_attention(x, memory, src_mask, *extra))
             x = self.norm3(x + self._feed_forward(x))
         return x  # (B, T, d_model)
 
@@ -68,7 +93,11 @@ class DecoderLayer(nn.Module):
 
 class Decoder(LayerStack):
     """A stack of ``n_layers`` decoder layers:
-    ``forward(x (B, T, d_model), memory (B, S, d_model), src_mask, tgt_mask)`` -> ``(B, T, d_model)``."""
+    ``forward(x (B, T, d_model), memory (B, S, d_model), src_mask, tgt_mask)`` -> ``(B, T, d_model)``.
+
+    Incremental decoding: with ``caches`` (``new_caches()``, one ``DecoderCache`` per layer) ``x`` holds only
+    the positions not decoded yet, usually one; the causal mask is then implied and ``tgt_mask`` must be None.
+    """
 
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1, norm_first: bool = False
@@ -76,9 +105,24 @@ class Decoder(LayerStack):
         layers = (DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
         super().__init__(layers, d_model, norm_first)
 
+    def new_caches(self) -> list[DecoderCache]:
+        """Empty caches for incremental decoding, one per layer."""
+        return [DecoderCache() for _ in self.layers]
+
     def forward(
-        self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        caches: list[DecoderCache] | None = None,
     ) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, memory, src_mask, tgt_mask)
+        if caches is not None and (tgt_mask is not None or len(caches) != len(self.layers)):
+            raise ValueError(
+                f"with caches, pass tgt_mask=None (the new positions see every earlier one) and one cache per "
+                f"layer ({len(self.layers)}); got {len(caches)} caches"
+                + (" and a tgt_mask" if tgt_mask is not None else "")
+            )
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, src_mask, tgt_mask, None if caches is None else caches[i])
         return self.norm(x)  # (B, T, d_model)

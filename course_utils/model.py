@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from .decoder import Decoder
+from .decoder import Decoder, DecoderCache
 from .encoder import Encoder
 from .positional import PositionalEncoding
 
@@ -119,13 +119,37 @@ class Transformer(nn.Module):
         return out
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        caches: list[DecoderCache] | None = None,
     ) -> Tensor:
-        """Target ids ``(B, T)`` and memory ``(B, S, d_model)`` -> logits ``(B, T, V_tgt)``."""
+        """Target ids ``(B, T)`` and memory ``(B, S, d_model)`` -> logits ``(B, T, V_tgt)``.
+
+        Incremental decoding: with ``caches`` (from ``new_caches()``) ``tgt`` holds only the new
+        positions, which follow the ``len(caches[0])`` already decoded; their keys and values are kept, so a
+        decoding step costs one position instead of all of them. The logits are the same either way.
+        """
         validate_tokens(tgt, self.tgt_vocab_size, "tgt")
-        y = self.positional(self.tgt_embed(tgt) * math.sqrt(self.d_model))  # (B, T, d_model)
-        out: Tensor = self.generator(self.decoder(y, memory, src_mask, tgt_mask))
+        if caches is not None and not isinstance(self.decoder, Decoder):
+            raise ValueError("incremental decoding (caches) needs the course's Decoder")
+        offset = len(caches[0]) if caches else 0  # positions decoded before tgt
+        y = self.positional(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, d_model)
+        hidden = (
+            self.decoder(y, memory, src_mask, tgt_mask)
+            if caches is None
+            else self.decoder(y, memory, src_mask, tgt_mask, caches)
+        )
+        out: Tensor = self.generator(hidden)
         return out  # (B, T, V_tgt)
+
+    def new_caches(self) -> list[DecoderCache]:
+        """Empty caches for incremental decoding (``decode(..., caches=...)``), one per decoder layer."""
+        if not isinstance(self.decoder, Decoder):
+            raise ValueError("incremental decoding (caches) needs the course's Decoder")
+        return self.decoder.new_caches()
 
     def forward(
         self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None

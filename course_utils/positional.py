@@ -44,15 +44,16 @@ class PositionalEncoding(nn.Module):
         self.pe: Tensor
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """``offset``: the position of ``x``'s first row (decoding one new token after ``offset`` earlier ones)."""
         if x.dim() != 3 or x.size(-1) != self.d_model:
             raise ValueError(f"expected input (B, T, d_model={self.d_model}); got {tuple(x.shape)}")
-        T = x.size(1)
-        if T > self.max_len:
+        end = offset + x.size(1)
+        if end > self.max_len:
             raise ValueError(
-                f"sequence length T={T} exceeds max_len={self.max_len}; build the model with max_len >= {T}"
+                f"sequence length T={end} exceeds max_len={self.max_len}; build the model with max_len >= {end}"
             )
-        return self.dropout(x + self.pe[:T].to(x.dtype))  # (B, T, d_model) + (T, d_model)
+        return self.dropout(x + self.pe[offset:end].to(x.dtype))  # (B, T, d_model) + (T, d_model)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}"

@@ -50,10 +50,14 @@ class Pretrained:
     torch_version: str = ""
     tokenizer: dict[str, list[str]] = field(default_factory=dict)  # a BPETokenizer's to_dict(), where there is one
 
+    def _distinct_tensors(self) -> dict[int, int]:
+        """Size of each distinct tensor: a matrix shared by several layers (tied weights) counts once."""
+        return {t.data_ptr(): t.numel() for t in self.state_dict.values()}
+
     def describe(self) -> str:
         metrics = ", ".join(f"{k} {v:.4g}" for k, v in self.metrics.items())
         return (
-            f"{self.name}: {sum(t.numel() for t in self.state_dict.values()):,} numbers, trained "
+            f"{self.name}: {sum(self._distinct_tensors().values()):,} numbers, trained "
             f"{self.recipe.training.steps} steps on a CPU in {self.history.seconds:.0f} s "
             f"(PyTorch {self.torch_version}); {metrics}"
         )

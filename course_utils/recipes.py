@@ -15,6 +15,7 @@ from .train import TrainConfig
 
 __all__ = [
     "DATE_TRANSFORMER",
+    "MULTI30K_QUICK",
     "MULTI30K_TRANSLATOR",
     "SHAKESPEARE_GPT_CPU",
     "SHAKESPEARE_GPT_GPU",
@@ -94,4 +95,13 @@ MULTI30K_TRANSLATOR = TranslationRecipe(
         steps=7000, batch_size=64, lr=1e-3, warmup_steps=600, schedule="cosine", label_smoothing=0.1, grad_clip=1.0
     ),
     eval_every=1000,
+)
+
+# Chapter 08's live run on a CPU: a small translator (2 + 2 layers of 128 dimensions, batches of 32 pairs) that
+# learns for about half a minute, long enough to watch its translations take shape, with the shipped model's
+# vocabulary.
+MULTI30K_QUICK = TranslationRecipe(
+    model=replace(MULTI30K_TRANSLATOR.model, d_model=128, n_heads=4, n_layers=2, d_ff=256),
+    training=replace(MULTI30K_TRANSLATOR.training, steps=250, batch_size=32, lr=3e-3, warmup_steps=50),
+    eval_every=125,
 )

@@ -147,3 +147,33 @@ def test_shared_embeddings_are_one_matrix_used_three_times():
 def test_shared_embeddings_need_one_vocabulary():
     with pytest.raises(ValueError, match="src_vocab_size=50 and tgt_vocab_size=60"):
         Transformer(50, 60, d_model=32, n_heads=4, n_layers=1, share_embeddings=True)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_incremental_decoding_gives_the_logits_of_the_full_decoder(norm_first):
+    model = small(norm_first=norm_first)
+    src, tgt = torch.randint(3, 20, (3, 9)), torch.randint(3, 15, (3, 6))
+    src[1, 6:] = PAD
+    src_mask = padding_mask(src, PAD)
+    memory = model.encode(src, src_mask)
+    full = model.decode(tgt, memory, src_mask, causal_mask(6))  # (B, T, V): every position at once
+    caches = model.new_caches()
+    first = model.decode(tgt[:, :2], memory, src_mask, caches=caches)  # two positions, then one at a time
+    steps = [model.decode(tgt[:, t : t + 1], memory, src_mask, caches=caches) for t in range(2, 6)]
+    assert_close(torch.cat([first, *steps], dim=1), full, atol=1e-5, rtol=1e-5)
+    assert len(caches[0]) == 6
+
+
+def test_incremental_decoding_refuses_a_target_mask_and_the_wrong_number_of_caches():
+    model = small()
+    src, tgt = torch.randint(3, 20, (2, 5)), torch.randint(3, 15, (2, 1))
+    memory = model.encode(src)
+    with pytest.raises(ValueError, match="tgt_mask=None"):
+        model.decode(tgt, memory, None, causal_mask(1), caches=model.new_caches())
+    with pytest.raises(ValueError, match="one cache per layer"):
+        model.decode(tgt, memory, caches=model.new_caches()[:1])
+    torch_model = small(TorchTransformer)
+    with pytest.raises(ValueError, match="course's Decoder"):
+        torch_model.decode(tgt, torch_model.encode(src), caches=model.new_caches())
+    with pytest.raises(ValueError, match="course's Decoder"):
+        torch_model.new_caches()

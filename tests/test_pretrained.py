@@ -103,14 +103,24 @@ def test_an_unknown_name_lists_the_known_ones():
 def test_the_translator_reproduces_its_recorded_bleu_and_beam_search_beats_greedy_decoding():
     from course_utils.bpe import BPETokenizer
     from course_utils.multi30k import load_multi30k
-    from course_utils.translation import evaluate_bleu
+    from course_utils.translation import ALPHAS, bleu, translate
 
     pretrained = load_pretrained("multi30k_translator")
     tokenizer = BPETokenizer.from_dict(pretrained.tokenizer)
     model = Transformer(tokenizer.vocab_size, tokenizer.vocab_size, **asdict(pretrained.recipe.model))
     model.load_state_dict(pretrained.state_dict)
     assert model.generator.weight is model.src_embed.weight is model.tgt_embed.weight
-    measured = evaluate_bleu(model, tokenizer, load_multi30k("test"))
-    assert measured == pytest.approx({k: v for k, v in pretrained.metrics.items() if k.startswith("bleu")}, abs=0.01)
-    assert measured["bleu_beam1"] >= 33 or measured["bleu_beam4"] >= 33
-    assert measured["bleu_beam4"] > measured["bleu_beam1"]
+    recorded = pretrained.metrics
+    alpha = recorded["alpha"]  # chosen on the validation set: the best of the alphas tried there
+    assert alpha == max(ALPHAS, key=lambda a: recorded[f"val_bleu_beam4_alpha{a}"])
+
+    def score(split, beam_size):
+        pairs = load_multi30k(split)
+        hypotheses = translate(model, tokenizer, [s for s, _ in pairs], beam_size=beam_size, alpha=alpha)
+        return bleu(hypotheses, [t for _, t in pairs])[0]
+
+    assert score("val", 4) == pytest.approx(recorded[f"val_bleu_beam4_alpha{alpha}"], abs=0.01)
+    greedy, beam = score("test", 1), score("test", 4)
+    assert (greedy, beam) == pytest.approx((recorded["bleu_beam1"], recorded["bleu_beam4"]), abs=0.01)
+    assert max(greedy, beam) >= 33
+    assert beam >= greedy + 0.5

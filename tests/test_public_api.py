@@ -21,6 +21,9 @@ EXPECTED = {
     # 07 the GPT
     "GPT", "GPTBlock", "GPTConfig", "KVCache", "estimate_loss", "load_tiny_shakespeare", "split_ids",
     "random_windows", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU",
+    # 08 translation
+    "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
+    "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu",
     # every chapter
     "set_seed", "get_device", "count_parameters", "attention_heatmap", "attention_grid", "attention_chart",
     "positional_encoding_heatmap", "positional_waves", "positional_encoding_chart", "loss_curve",
@@ -39,6 +42,8 @@ GRADERS = {
     "check_greedy_decode", "check_weight_tying", "check_sequence_accuracy",
     # 07
     "check_gpt_block", "check_sampling_step", "check_top_p", "check_kv_cache_step",
+    # 08
+    "check_beam_step", "check_bpe_segment", "check_ngram_matches",
     # every chapter: predict, then run
     "check_prediction",
 }  # fmt: skip

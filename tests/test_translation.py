@@ -10,11 +10,11 @@ from course_utils.translation import beam_search, bleu, length_penalty, pad_batc
 BOS, EOS, PAD = 1, 2, 0
 
 
-def tiny_model(vocab: int = 5, seed: int = 0) -> Transformer:
+def tiny_model(vocab: int = 5, seed: int = 0, sharpness: float = 40.0) -> Transformer:
     torch.manual_seed(seed)
     model = Transformer(vocab, vocab, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0).eval()
     with torch.no_grad():  # sharper output distributions than the near-uniform start, so beams disagree
-        model.generator.weight.mul_(40)
+        model.generator.weight.mul_(sharpness)
     return model
 
 
@@ -35,16 +35,32 @@ def exhaustive(model: Transformer, src: torch.Tensor, max_len: int, alpha: float
     return best
 
 
-@pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
-def test_wide_beam_search_equals_exhaustive_search(seed: int, alpha: float) -> None:
-    model, max_len = tiny_model(seed=seed), 4
+def exhaustive_case(seed: int, alpha: float) -> tuple[Transformer, torch.Tensor, list[int]]:
+    """A tiny model (sharpness 10: greedy decoding often misses the best output), a source, the best output."""
+    model = tiny_model(seed=seed, sharpness=10.0)
     src = torch.randint(3, 5, (1, 3), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        found = beam_search(model, src, None, 5**3, max_len, BOS, EOS, PAD, alpha)[0].tolist()
-        expected = exhaustive(model, src, max_len, alpha)
+        return model, src, exhaustive(model, src, 4, alpha)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_wide_beam_search_equals_exhaustive_search(seed: int, alpha: float) -> None:
+    model, src, expected = exhaustive_case(seed, alpha)
+    with torch.no_grad():
+        found = beam_search(model, src, None, 5**3, 4, BOS, EOS, PAD, alpha)[0].tolist()
     assert found[: len(expected)] == expected
     assert all(t == PAD for t in found[len(expected) :])
+
+
+def test_greedy_decoding_misses_the_best_output_in_some_of_those_cases() -> None:
+    """Else the test above could not tell beam search from greedy decoding."""
+    misses = 0
+    for seed, alpha in itertools.product(range(8), [0.0, 0.6, 2.0]):
+        model, src, expected = exhaustive_case(seed, alpha)
+        greedy = beam_search(model, src, None, 1, 4, BOS, EOS, PAD, alpha)[0].tolist()
+        misses += greedy[: len(expected)] != expected or any(t != PAD for t in greedy[len(expected) :])
+    assert misses >= 6
 
 
 def test_beam_of_one_is_greedy_decoding() -> None:
@@ -103,3 +119,15 @@ def test_bleu_is_sacrebleus_with_its_signature() -> None:
     assert "case:mixed" in signature and "tok:13a" in signature
     lower, _ = bleu(["a dog runs on the grass."], ["A dog runs on the grass."])
     assert lower < 100.0  # case-sensitive
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_beam_search_finds_the_same_hypotheses_with_and_without_the_cache(beam_size: int) -> None:
+    model = tiny_model(vocab=12, seed=2)
+    src = torch.randint(3, 12, (5, 8), generator=torch.Generator().manual_seed(1))
+    src[2:, 6:] = PAD
+    mask = padding_mask(src, PAD)
+    with torch.no_grad():
+        cached = beam_search(model, src, mask, beam_size, 12, BOS, EOS, PAD, use_cache=True)
+        full = beam_search(model, src, mask, beam_size, 12, BOS, EOS, PAD, use_cache=False)
+    assert torch.equal(cached, full)

@@ -78,6 +78,10 @@ TAUGHT_IN = {
         "GPT", "GPTBlock", "GPTConfig", "estimate_loss", "KVCache", "load_tiny_shakespeare", "random_windows",
         "split_ids", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "evaluation_curve",
     ],
+    "08": [
+        "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
+        "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu",
+    ],
 }  # fmt: skip
 CHAPTER_OF = {name: chapter for chapter, names in TAUGHT_IN.items() for name in names}
 ATTRIBUTE = re.compile(r"\bcourse_utils\.(\w+)")

@@ -143,7 +143,8 @@ def multi30k_translator() -> Path:
 
 
 def evaluate_translator(path: Path) -> Path:
-    """Add the test-set BLEU of the saved weights (greedy and beam search) to the checkpoint at ``path``."""
+    """Add to the checkpoint at ``path`` the BLEU of its saved weights: on the validation set, greedy and with beam 4
+    for each length-penalty alpha tried; on the test set, greedy and with beam 4 at the alpha that validation chose."""
     from course_utils.translation import evaluate_bleu
 
     pretrained = load_pretrained("multi30k_translator")
@@ -151,7 +152,7 @@ def evaluate_translator(path: Path) -> Path:
     model = Transformer(tokenizer.vocab_size, tokenizer.vocab_size, **asdict(pretrained.recipe.model))
     model.load_state_dict(pretrained.state_dict)
     saved = torch.load(path, weights_only=True)
-    saved["metrics"].update(evaluate_bleu(model, tokenizer, load_multi30k("test")))
+    saved["metrics"].update(evaluate_bleu(model, tokenizer, load_multi30k("test"), load_multi30k("val")))
     torch.save(saved, path)
     return path
 

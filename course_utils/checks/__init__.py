@@ -36,11 +36,14 @@ from .training import (
     check_sequence_accuracy,
     check_weight_tying,
 )
+from .translation import check_beam_step, check_bpe_segment, check_ngram_matches
 
 __all__ = [
     "Verdict",
     "check_alibi_bias",
     "check_attention_with_bias",
+    "check_beam_step",
+    "check_bpe_segment",
     "check_causal_mask",
     "check_decoder_layer",
     "check_encoder_layer",
@@ -53,6 +56,7 @@ __all__ = [
     "check_layer_norm",
     "check_masked_mean",
     "check_merge_heads",
+    "check_ngram_matches",
     "check_padding_mask",
     "check_pre_norm_layer",
     "check_prediction",

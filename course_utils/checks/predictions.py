@@ -183,6 +183,26 @@ QUESTIONS: dict[str, Question] = {
             "(it ignores adding a constant, not multiplying by one): scaling the gaps up sharpens the distribution.",
         },
     ),
+    # 08 · translation
+    "beam-without-penalty": Question(
+        chapter="08",
+        choices={
+            "a": "longer than greedy's: a wider search finds the complete, longer translations greedy cuts short",
+            "b": "about as long: the length is set by the source sentence, whatever the search",
+            "c": "shorter than greedy's",
+        },
+        answer="c",
+        why={
+            "a": "Beam search looks for the most *probable* translation, not the most complete one: every extra "
+            "token multiplies in a probability below 1, so a wider search finds the short, probable endings greedy "
+            "decoding walks past.",
+            "b": "The source suggests a length, but the search decides between the hypotheses it keeps: scored by "
+            "log-probability alone, a hypothesis that ends early has fewer negative terms in its sum.",
+            "c": "Each token adds a negative log-probability, so without a length penalty the search favours "
+            "hypotheses that stop early; greedy decoding, which never compares whole hypotheses, is shielded from "
+            "this only by its blindness.",
+        },
+    ),
 }
 
 

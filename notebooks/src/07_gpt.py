@@ -8,7 +8,8 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 7 of 7 · previous: [06 · The full Transformer](06_transformer.ipynb)
+# *Transformers from Scratch*, chapter 7 of 8 · previous: [06 · The full Transformer](06_transformer.ipynb) ·
+# next: [08 · Translating real sentences](08_translation.ipynb)
 #
 # Drop the encoder, drop cross-attention, keep the causal decoder, and train it to predict the next character
 # of a real text: that is a GPT, the architecture behind today's language models. We train one on the
@@ -817,8 +818,7 @@ check_kv_cache_step(my_kv_cache_step)
 # gap between the validation and training curves. Or write a word-level tokenizer and compare: what happens to
 # the vocabulary size, and to the samples?
 #
-# This is the end of the course: from one attention head to a GPT that, after a minute on a CPU, has learnt the
-# layout of a play (speakers' names in capitals followed by a colon, line breaks, mostly real short words) but
-# still invents many of its longer words and makes no sense (sections 6 and 7 measured its real words).
-# `course_utils` holds everything you built; `benchmarks/` times it against references: the Transformer against
-# PyTorch's own layers, the GPT against a model written with nanoGPT's architecture.
+# Chapter 08 goes back to the encoder-decoder, to translate real sentences: a subword tokenizer, beam search
+# (which uses this section's cache in the decoder) and BLEU. `course_utils` holds everything you built;
+# `benchmarks/` times it against references: the Transformer against PyTorch's own layers, the GPT against a
+# model written with nanoGPT's architecture.

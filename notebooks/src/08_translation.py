@@ -1,0 +1,718 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+# ---
+
+# %% [markdown]
+# # 08 · Translating real sentences: German to English
+#
+# {{COLAB_BADGE}}
+#
+# *Transformers from Scratch*, chapter 8 of 8 · previous: [07 · A GPT on Shakespeare](07_gpt.ipynb)
+#
+# The Transformer of *Attention Is All You Need* is a translator. Chapter 06 trained it on a synthetic task;
+# here it translates real sentences. The corpus is **Multi30k** (Elliott et al., 2016): 31,014 descriptions
+# of photographs, each written in English and translated into German by professional translators. The model is
+# the course's own `Transformer`, with the paper's tokenizer family (byte-pair encoding), its weight sharing,
+# beam search with a length penalty, and the field's standard metric, BLEU, computed by sacreBLEU.
+#
+# **You will learn**
+# - byte-pair encoding from scratch: how merges are learned, what they look like, how text is encoded with them,
+#   and that the course's version learns exactly the merges of the Hugging Face `tokenizers` library;
+# - the paper's weight sharing (section 3.4): one matrix embeds both languages and projects back to words;
+# - greedy decoding's blind spot and beam search, batched, with a length penalty, and incremental decoding;
+# - what BLEU measures, how sacreBLEU's signature makes scores comparable, and BLEU by beam size and sentence length;
+# - to read word alignments from cross-attention.
+#
+# **Prerequisites:** chapters 01–07 (chapter 06 above all). **Time:** about 75 minutes. On a CPU this notebook
+# trains a small translator for about half a minute, then evaluates the one shipped with `course_utils`, which
+# its recipe trained for 72 minutes on a 2-core CPU.
+
+# %% [markdown]
+# ## Setup
+
+# %% tags=["nbval-ignore-output"]
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # on Colab: install course_utils from the repository
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{{PIP_SPEC}}"], check=True)
+
+import itertools
+import math
+import os
+import time
+from collections import Counter
+from dataclasses import asdict
+
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import display
+from sacrebleu.metrics.bleu import BLEU
+
+from course_utils import (
+    MULTI30K_QUICK,
+    MULTI30K_TRANSLATOR,
+    BPETokenizer,
+    Transformer,
+    attention_chart,
+    attention_grid,
+    beam_search,
+    bleu,
+    count_parameters,
+    evaluation_curve,
+    get_device,
+    learn_bpe,
+    learn_bpe_fast,
+    length_penalty,
+    load_multi30k,
+    load_pretrained,
+    merge_pair,
+    padding_mask,
+    pretokenize,
+    record_attention,
+    set_seed,
+    target_mask,
+    train_translator,
+    translate,
+)
+from course_utils.checks import check_beam_step, check_bpe_segment, check_ngram_matches, check_prediction
+
+set_seed(0)
+device = get_device()
+# No time? SKIP_TRAINING = True (or COURSE_SKIP_TRAINING=1 in Jupyter's environment) skips the live training run:
+# section 5 onwards uses the shipped translator either way.
+SKIP_TRAINING = os.environ.get("COURSE_SKIP_TRAINING") == "1"
+print(f"PyTorch {torch.__version__}, running on {device}" + (", skipping training" if SKIP_TRAINING else ""))
+
+# %% [markdown]
+# ## 1. The data
+#
+# `load_multi30k(split)` downloads the raw gzip files of Multi30k's task 1 once, from the dataset's own repository
+# (`multi30k/dataset` on GitHub), checks their SHA-256 and keeps them in the course's `data/` folder. It returns
+# `(German, English)` sentence pairs: 29,000 for training, 1,014 for validation and the 1,000 of the 2016 test
+# set, which published results on this corpus report.
+
+# %%
+train_pairs, val_pairs, test_pairs = (load_multi30k(split) for split in ("train", "val", "test"))
+print(f"train {len(train_pairs):,} pairs, validation {len(val_pairs):,}, test {len(test_pairs):,}: "
+      f"{len(train_pairs) + len(val_pairs) + len(test_pairs):,} in all")  # fmt: skip
+for de, en in train_pairs[:3]:
+    print(f"  DE: {de}\n  EN: {en}")
+words = {lang: [len(pair[i].split()) for pair in train_pairs] for i, lang in enumerate(("German", "English"))}
+for lang, lengths in words.items():
+    print(f"{lang}: {sum(lengths) / len(lengths):.1f} words per sentence on average, at most {max(lengths)}")
+
+# %% [markdown]
+# ## 2. Byte-pair encoding
+#
+# Which tokens should the model read and write? Characters (chapters 06 and 07) make sequences long, and every
+# word must be spelled out. Whole words make a vocabulary that never ends: German writes compounds as one word,
+# and the test sentences hold words that training never saw. The cell counts both:
+
+
+# %%
+def word_list(pairs):
+    return [w for de, en in pairs for w in (*de.split(), *en.split())]
+
+
+train_words, test_words = Counter(word_list(train_pairs)), word_list(test_pairs)
+unseen = [w for w in test_words if w not in train_words]
+print(f"{len(train_words):,} different words (split at spaces) in the training sentences of both languages")
+print(f"{len(unseen) / len(test_words):.1%} of the test set's words never occur in training, e.g.",
+      ", ".join(sorted(set(unseen), key=len)[-4:]))  # fmt: skip
+
+# %% [markdown]
+# **Byte-pair encoding** (BPE; Sennrich et al., 2016, after a 1994 compression method) sits in between. It starts
+# from characters and learns, from the training text, which adjacent symbols to glue together:
+#
+# 1. cut each sentence into *pieces*: a word (a run of letters and digits) or a single other character, each
+#    carrying the space before it as `▁`, so that the pieces join back into the exact text;
+# 2. count every piece, and write each as its characters: `▁dog` → `▁ d o g`;
+# 3. count every adjacent pair of symbols inside the pieces, each piece weighted by how often it occurs;
+# 4. *merge* the most frequent pair everywhere (`o g` → `og`), remember that merge, and go back to 3 until the
+#    vocabulary has the size asked for.
+#
+# Frequent words end up as one symbol; rare words are spelled with a few frequent fragments; and no word is ever
+# unknown, since every character is in the vocabulary. `pretokenize` does step 1, `merge_pair` the merge of step 4:
+
+# %%
+print(pretokenize("Zwei junge Männer, 3 Hunde."))
+print(merge_pair(["▁", "b", "a", "n", "a", "n", "a"], ("a", "n")))
+
+# %% [markdown]
+# Here are steps 2 to 4, written out, for the first ten merges of the whole training text (both languages: one
+# vocabulary for both, the reason comes in section 3):
+
+# %%
+texts = [s for pair in train_pairs for s in pair]  # 58,000 sentences, German and English
+counts = Counter(piece for text in texts for piece in pretokenize(text))  # step 2: each piece and its count
+splits = {piece: list(piece) for piece in counts}  # each piece as its current symbols
+my_merges = []
+for _ in range(10):
+    pairs = Counter()  # step 3
+    for piece, n in counts.items():
+        for pair in itertools.pairwise(splits[piece]):
+            pairs[pair] += n
+    best, n = pairs.most_common(1)[0]
+    my_merges.append(best)
+    splits = {piece: merge_pair(symbols, best) for piece, symbols in splits.items()}  # step 4
+    print(f"merge {len(my_merges):2d}: {best[0]!r:6} + {best[1]!r:6} -> {best[0] + best[1]!r:8} ({n:,} times)")
+alphabet = sorted({c for piece in counts for c in piece})
+print(f"{len(counts):,} different pieces, {len(alphabet)} different characters")
+
+# %% [markdown]
+# The first merges are the commonest letter pairs of the two languages (`in`, `en`, `er`, `ch`) and word starts
+# (`▁a`, `▁s`); by the ninth, a whole word: German's `▁ein`.
+#
+# `course_utils.learn_bpe(texts, vocab_size, min_frequency)` is the same loop with two
+# more rules: it stops when the vocabulary (4 special tokens, the characters and the merged symbols) reaches
+# `vocab_size`, or when no pair occurs `min_frequency` times; and a tie between two pairs goes to the one whose
+# symbols entered the vocabulary first. Its first ten merges are ours:
+
+# %%
+course_bpe = learn_bpe(texts, vocab_size=4 + len(alphabet) + 10)
+print(course_bpe, "first merges equal:", course_bpe.merges == my_merges)
+assert course_bpe.merges == my_merges
+
+# %% [markdown]
+# ### The same merges as a well-kept library
+#
+# The Hugging Face `tokenizers` library trains BPE in Rust, updating its pair counts incrementally instead of
+# recounting. `learn_bpe_fast` sets its trainer up the same way (the same pieces, special tokens and stopping
+# rule). On a small corpus, the first 1,000 sentence pairs, both learn a 600-symbol vocabulary, and the cell
+# compares every merge and times both:
+
+# %%
+small = texts[:1000]
+start = time.perf_counter()
+readable = learn_bpe(small, vocab_size=300)
+readable_seconds = time.perf_counter() - start
+start = time.perf_counter()
+fast = learn_bpe_fast(small, vocab_size=300)
+fast_seconds = time.perf_counter() - start
+print(f"course_utils.learn_bpe: {len(readable.merges)} merges in {readable_seconds:.2f} s")
+print(f"Hugging Face tokenizers: {len(fast.merges)} merges in {fast_seconds:.2f} s")
+print("identical merges, in the same order:", readable.merges == fast.merges)
+assert readable.merges == fast.merges and readable.itos == fast.itos
+
+# %% [markdown]
+# Identical, merge for merge (the course's tests repeat this for several sizes and minimum counts), and the
+# library is far faster (both times printed). So the full vocabulary is learned with `learn_bpe_fast`: 4,000
+# entries for both languages from the whole training text, the size `MULTI30K_TRANSLATOR` (the recipe of the
+# shipped model, section 5) asks for. The shipped model carries the merges it was trained with; they are the
+# ones learned here.
+
+# %%
+recipe = MULTI30K_TRANSLATOR
+start = time.perf_counter()
+tokenizer = learn_bpe_fast(texts, recipe.vocab_size, recipe.min_frequency)
+print(f"{tokenizer} learned in {time.perf_counter() - start:.1f} s")
+pretrained = load_pretrained("multi30k_translator")
+assert tokenizer.merges == BPETokenizer.from_dict(pretrained.tokenizer).merges, "the shipped model's merges"
+print("first merges:", " ".join(a + b for a, b in tokenizer.merges[:12]))
+print("late merges: ", " ".join(a + b for a, b in tokenizer.merges[3000:3012]))
+for sentence in (train_pairs[0][0], train_pairs[0][1], "Ein Fußballspieler schießt aufs Tor."):
+    print(f"{len(sentence.split()):2d} words -> {len(tokenizer.encode(sentence)):2d} tokens:",
+          " ".join(tokenizer.tokenize(sentence)))  # fmt: skip
+
+# %% [markdown]
+# Common words are single tokens in both languages, even the compound `Fußballspieler` (the photographs show a lot
+# of sport); rarer words are spelled from pieces: `▁Bü sche`, `▁ma les`. Encoding replays the merges in the order they were learned (the end-of-chapter exercise writes it),
+# and decoding joins the symbols and turns `▁` back into spaces. No sentence may change on the way, so the cell
+# encodes and decodes all 62,028 sentences of the three splits:
+
+# %%
+all_sentences = [s for pairs in (train_pairs, val_pairs, test_pairs) for pair in pairs for s in pair]
+lengths = [len(tokenizer.encode(s)) for s in all_sentences]
+assert all(tokenizer.decode(tokenizer.encode(s)) == s for s in all_sentences)
+unknown = sum(tokenizer.encode(s).count(tokenizer.unk_id) for s in all_sentences)
+print(f"all {len(all_sentences):,} sentences come back exactly; {sum(lengths) / len(lengths):.1f} tokens per "
+      f"sentence on average, at most {max(lengths)}; {unknown} unknown tokens (characters never seen in training)")  # fmt: skip
+
+# %% [markdown]
+# ## 3. One matrix, three uses
+#
+# With one vocabulary for both languages, the paper's section 3.4 shares one $V \times d_\text{model}$ matrix
+# between the source embedding, the target embedding and the pre-softmax projection (the `generator`); chapter
+# 06's exercise tied the last two. `Transformer(..., share_embeddings=True)` ties all three: the same
+# `nn.Parameter`, trained by all three uses at once. A word's embedding and the vector that predicts it are
+# then the same vector; German and English words that mean the same (or are spelled the same: names, numbers)
+# share a space. The recipe's sizes, and what sharing saves:
+
+# %%
+print(recipe.model)
+V = tokenizer.vocab_size
+shared = Transformer(V, V, **asdict(recipe.model))
+separate = Transformer(V, V, **{**asdict(recipe.model), "share_embeddings": False})
+print(f"shared embeddings:   {count_parameters(shared):,} parameters")
+print(f"separate embeddings: {count_parameters(separate):,} parameters")
+print(f"saved: {count_parameters(separate) - count_parameters(shared):,} = 2 x V x d_model = 2 x {V} x "
+      f"{recipe.model.d_model}")  # fmt: skip
+assert shared.src_embed.weight is shared.tgt_embed.weight is shared.generator.weight
+assert count_parameters(separate) - count_parameters(shared) == 2 * V * recipe.model.d_model
+
+# %% [markdown]
+# ## 4. Training, live
+#
+# `train_translator(recipe, tokenizer, train_pairs, val_pairs)` builds the recipe's model, encodes the pairs
+# (the target between `<bos>` and `<eos>`), and runs chapter 02's `train` with chapter 06's loss (`seq2seq_loss`,
+# label smoothing 0.1) on batches of similar lengths: sorting sentences by length before cutting batches keeps
+# padding short. Every `eval_every` steps it measures the validation loss, and here also translates three
+# validation sentences greedily (`on_eval`).
+#
+# The shipped model took 72 minutes; here a small one (`MULTI30K_QUICK`, printed below) trains for about half a
+# minute, long enough to watch it learn. On a GPU the cell trains `MULTI30K_TRANSLATOR` itself, the shipped
+# model's recipe, instead (the course has not yet measured how long that takes on one).
+
+# %% tags=["nbval-ignore-output"]
+live = MULTI30K_TRANSLATOR if device.type == "cuda" else MULTI30K_QUICK
+print(live.model)
+print(live.training)
+watch = [de for de, _ in val_pairs[:3]]
+during = []
+
+
+def show_translations(model):
+    during.append(translate(model, tokenizer, watch))
+
+
+if not SKIP_TRAINING:
+    model, history = train_translator(live, tokenizer, train_pairs, val_pairs[:300], device=device,
+                                      on_eval=show_translations)  # fmt: skip
+    print(f"{live.training.steps} steps in {history.seconds:.0f} s on {device}")
+
+# %% [markdown]
+# The validation loss, measured on 300 validation sentences, and the three sentences as the model translated
+# them at each evaluation. The first training batch scores a little above $\ln V$, the loss of a uniform guess:
+# the shared matrix starts as an embedding, $N(0, 1/d_\text{model})$, which makes the untrained logits of standard
+# deviation about 1 rather than near 0 (chapter 06 starts a separate output projection near 0).
+
+# %% tags=["nbval-ignore-output"]
+if not SKIP_TRAINING:
+    for (step, metrics), outputs in zip(history.evals, during):
+        print(f"step {step}: validation loss {metrics['val_loss']:.2f}")
+        for output in outputs:
+            print("   ", output)
+    print("references:")
+    for _, en in val_pairs[:3]:
+        print("   ", en)
+    print(f"first training batch: loss {history.loss[0]:.2f} (ln V = {math.log(V):.2f}: a uniform guess)")
+    assert history.evals[-1][1]["val_loss"] < history.loss[0] - 3, "the loss should fall well below ln V"
+    display(evaluation_curve(history, title="The live run: training and validation loss"))
+
+# %% [markdown]
+# From a uniform guess to the shape of a caption in 250 steps. Midway the model writes the captions' commonest
+# words and repeats them ("a man in a man in a ..."); by the end the sentences have a subject, a verb and a place,
+# though they still repeat and invent. Half a minute does not teach the content: compare with the references.
+#
+# ## 5. The shipped translator
+#
+# `MULTI30K_TRANSLATOR` is the usual small model for this corpus: 3 encoder and 3 decoder layers of 256
+# dimensions, 8 heads, feed-forward 512, post-norm as in the paper, dropout 0.1, label smoothing 0.1, trained for
+# 7,000 steps of 64 sentence pairs. `python tools/build_checkpoints.py multi30k_translator` trains it (on a CPU)
+# and stores it in half precision. Its validation loss during those 72 minutes:
+
+# %%
+print(pretrained.describe())
+model = Transformer(V, V, **asdict(pretrained.recipe.model)).to(device)
+model.load_state_dict(pretrained.state_dict)
+model.eval()
+print(f"{count_parameters(model):,} parameters")
+assert pretrained.recipe == MULTI30K_TRANSLATOR
+evaluation_curve(pretrained.history, title="The shipped translator: validation loss")
+
+# %% [markdown]
+# ## 6. Greedy decoding and beam search
+#
+# Chapter 06's greedy decoding writes the most probable next token, again and again. A translation's probability
+# is the product of its tokens' probabilities, so its log-probability is a sum,
+#
+# $$\log p(y \mid x) = \sum_{t=1}^{|y|} \log p(y_t \mid y_{<t}, x),$$
+#
+# and the best first token need not start the best sentence: a word that is likely now can lead into unlikely
+# ones. **Beam search** keeps the $K$ most probable *prefixes* (the beam) instead of one. At each step it extends
+# every prefix by every token, $K \times V$ candidates per sentence, each scored by its prefix's log-probability
+# plus the new token's; it keeps the best $K$ and goes on, until every kept hypothesis has written `<eos>`.
+# $K = 1$ is greedy decoding.
+#
+# **Your turn.** Write one step, for a batch of $B$ sentences with $K$ hypotheses each. `scores` `(B, K)` holds each
+# hypothesis's log-probability so far; `log_probs` `(B*K, V)` the model's next-token log-probabilities, one row per
+# hypothesis (row `b*K + k` is sentence `b`'s hypothesis `k`). Return `(new_scores, parent, token)`: the best `K`
+# scores of each sentence, best first, `(B, K)`; for each, the row of `log_probs` it extends, `(B*K,)`; and the
+# token it adds, `(B*K,)`. Hint: add the scores to the log-probabilities (broadcast), view each sentence's
+# candidates as one row of $K V$, take `topk`, and turn each position `i` in that row back into a hypothesis,
+# `i // V`, and a token, `i % V`. The checker recognises ranking by the new token alone, a `parent` that forgets
+# which sentence it is in, and swapped indices.
+
+
+# %% tags=["exercise"]
+def my_beam_step(scores, log_probs):
+    """scores (B, K), log_probs (B*K, V) -> new_scores (B, K) best first, parent (B*K,), token (B*K,)."""
+    ### BEGIN SOLUTION
+    B, K = scores.shape
+    V = log_probs.size(-1)
+    candidates = (scores.reshape(B * K, 1) + log_probs).view(B, K * V)  # (B, K*V): every hypothesis x every token
+    new_scores, index = candidates.topk(K, dim=-1)  # (B, K) each, best first
+    parent = (torch.arange(B)[:, None] * K + index // V).view(-1)  # (B*K,): rows of log_probs
+    return new_scores, parent, (index % V).view(-1)
+    ### END SOLUTION
+
+
+check_beam_step(my_beam_step)
+
+# %% [markdown]
+# `course_utils.beam_search` does this step and three more things:
+#
+# - at the start the $K$ hypotheses of a sentence are the same `<bos>`, so all but one start at $-\infty$: else the
+#   first step would keep $K$ copies of the same token;
+# - a hypothesis that has written `<eos>` is finished: it stays in the beam, extended only by `<pad>` at no cost,
+#   so that it competes with the unfinished ones;
+# - at the end each sentence returns the hypothesis with the best score divided by a **length penalty**
+#   (Wu et al., 2016, Google's neural translation system):
+#
+# $$\mathrm{score}(y) = \frac{\log p(y \mid x)}{\mathrm{lp}(y)}, \qquad \mathrm{lp}(y) = \left(\frac{5 + |y|}{6}\right)^{\alpha}.$$
+#
+# Every token adds a negative log-probability, so without the penalty ($\alpha = 0$) a shorter hypothesis has an
+# advantage just for being short.
+#
+# Which $\alpha$? It is chosen on the validation set, never on the test set. When the checkpoint was built,
+# `tools/build_checkpoints.py` translated the 1,014 validation sentences greedily and with a beam of 4 for seven
+# values of $\alpha$, and kept the best (the beam size, 4, was fixed in advance: the cost of a beam grows with its
+# size). The checkpoint recorded those scores; section 7 measures the test scores again, here.
+
+# %%
+BEAM, ALPHA = 4, pretrained.metrics["alpha"]
+alphas = sorted(float(k.rsplit("alpha", 1)[1]) for k in pretrained.metrics if k.startswith("val_bleu_beam4_alpha"))
+print(f"validation BLEU, greedy: {pretrained.metrics['val_bleu_beam1']:.2f}")
+for a in alphas:
+    print(f"validation BLEU, beam {BEAM}, alpha {a}: {pretrained.metrics[f'val_bleu_beam4_alpha{a}']:.2f}"
+          + ("  <- chosen" if a == ALPHA else ""))  # fmt: skip
+
+# %% [markdown]
+# **Predict first.** On 200 test sentences, beam search with $K = 4$ and *no* length penalty ($\alpha = 0$) is
+# compared with greedy decoding. Its translations are, on average:
+#
+# - (a) longer than greedy's: a wider search finds the complete, longer translations greedy cuts short;
+# - (b) about as long: the length is set by the source sentence, whatever the search;
+# - (c) shorter than greedy's.
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "c"
+### END SOLUTION
+check_prediction("beam-without-penalty", my_prediction)  # your answer: "a", "b" or "c"
+
+# %%
+sources, references = [de for de, _ in test_pairs], [en for _, en in test_pairs]
+few = sources[:200]
+greedy_few = translate(model, tokenizer, few)
+no_penalty = translate(model, tokenizer, few, beam_size=4, alpha=0.0)
+
+
+def mean_tokens(sentences):
+    return sum(len(tokenizer.encode(s)) for s in sentences) / len(sentences)
+
+
+for name, outputs in (("greedy", greedy_few), ("beam 4, alpha 0", no_penalty), ("references", references[:200])):
+    print(f"{name:>15}: {mean_tokens(outputs):.2f} tokens per sentence")
+assert mean_tokens(no_penalty) < mean_tokens(greedy_few) - 0.3
+
+# %% [markdown]
+# The answer is (c): without the penalty, beam search finds shorter translations than greedy decoding does. It is
+# a better search for the *most probable* sentence, and short sentences are probable: each extra token multiplies
+# in another probability below 1. Greedy decoding is protected from this only by its blindness. The length penalty
+# divides that advantage away; section 7 prints the lengths it gives.
+#
+# ### Incremental decoding
+#
+# Each step of chapter 06's decoding runs the decoder over the whole prefix again, though only the last position's
+# output is new. `Transformer.decode` can instead keep, in each decoder layer, the keys and values of the positions
+# already decoded (chapter 07's key/value cache) and the cross-attention's keys and values, computed once from the
+# encoder's output: then a step costs one position. Beam search reorders the self-attention caches after each step,
+# since a kept hypothesis continues its parent's. Same translations, less time:
+
+# %%
+batch = [tokenizer.encode(s) for s in sources[:25]]
+src = torch.nn.utils.rnn.pad_sequence([torch.tensor(b) for b in batch], batch_first=True).to(device)  # (B, S)
+mask = padding_mask(src, tokenizer.pad_id)  # (B, 1, 1, S)
+timings, outputs = {}, {}
+for use_cache in (False, True):
+    start = time.perf_counter()
+    outputs[use_cache] = beam_search(model, src, mask, 4, src.size(1) + 50, tokenizer.bos_id, tokenizer.eos_id,
+                                     tokenizer.pad_id, ALPHA, use_cache=use_cache)  # fmt: skip
+    timings[use_cache] = time.perf_counter() - start
+print(f"beam 4 on 25 sentences: {timings[False]:.1f} s recomputing every prefix, {timings[True]:.1f} s with caches")
+print("the same translations:", torch.equal(outputs[False], outputs[True]))
+assert torch.equal(outputs[False], outputs[True])
+
+# %% [markdown]
+# ## 7. BLEU
+#
+# How good is a translation? **BLEU** (Papineni et al., 2002) compares it with a human reference. For each
+# $n$ from 1 to 4 it counts the hypothesis's $n$-grams (runs of $n$ words) that also occur in the reference,
+# *clipped*: an $n$-gram counts at most as often as the reference has it, so "the the the the" earns one match for
+# "the", not four. Summed over the whole test set, matches divided by the hypothesis's $n$-grams give four
+# precisions $p_1 \ldots p_4$. BLEU is their geometric mean times a **brevity penalty** for a corpus of
+# translations shorter than its references (length $c$ against $r$), since precision alone rewards saying little:
+#
+# $$\mathrm{BLEU} = \min\!\left(1, e^{\,1 - r/c}\right) \cdot \exp\Big(\frac{1}{4}\sum_{n=1}^{4} \log p_n\Big),$$
+#
+# reported $\times 100$. The details (how text is split into words, casing, smoothing) change the score by whole
+# points, and papers long compared numbers computed differently. **sacreBLEU** (Post, 2018) fixes them: it scores
+# detokenised text against the raw references, and prints a **signature** that says exactly how the score was
+# computed. The course computes BLEU with it, case-sensitive, on the 1,000 sentences of test 2016, greedy and with
+# beam 4 and the $\alpha$ chosen on the validation set:
+
+# %%
+start = time.perf_counter()
+greedy_out = translate(model, tokenizer, sources)
+beam_out = translate(model, tokenizer, sources, beam_size=BEAM, alpha=ALPHA)
+seconds = time.perf_counter() - start
+greedy_bleu, signature = bleu(greedy_out, references)
+beam_bleu, _ = bleu(beam_out, references)
+print(f"test 2016, {len(sources):,} sentences, decoded in {seconds:.0f} s on {device}")
+print(f"greedy:        BLEU {greedy_bleu:.2f}")
+print(f"beam {BEAM}, alpha {ALPHA}: BLEU {beam_bleu:.2f} ({beam_bleu - greedy_bleu:+.2f})")
+print("sacreBLEU signature:", signature)
+print("in detail, greedy:", BLEU().corpus_score(greedy_out, [references]))
+print(f"in detail, beam {BEAM}: ", BLEU().corpus_score(beam_out, [references]))
+recorded = pretrained.metrics
+assert abs(greedy_bleu - recorded["bleu_beam1"]) < 0.01 and abs(beam_bleu - recorded[f"bleu_beam{BEAM}"]) < 0.01
+assert greedy_bleu >= 33 and beam_bleu >= greedy_bleu + 0.5
+
+# %% [markdown]
+# The detailed lines give the four precisions $p_1 \ldots p_4$ in percent, the brevity penalty (BP), and the
+# lengths in words of the translations and the references: with the length penalty, the beam's translations are a
+# little longer than greedy's, closer to the references' length, and pay a smaller brevity penalty. The scores are those the checkpoint recorded when it was built (the cell asserts it).
+# Published small Transformers trained from scratch on this test set, on GPUs, report about 30 to 35 BLEU (DGL's
+# example: 30.6); scores computed another way (lower-cased, or on tokenised text) are not comparable, which is what
+# the signature is for.
+#
+# Where does beam search help? Below, the three sentences where its translation gains most over greedy's in
+# sentence BLEU. For each translation the cell prints the log-probability the model gives it (higher is more
+# probable; `sentence_log_prob` scores a translation with teacher forcing, as the loss does) and the score beam
+# search ranks by, the log-probability divided by $\mathrm{lp}(y)$ (`length_penalty`):
+
+
+# %%
+@torch.no_grad()
+def sentence_log_prob(source, translation):
+    """log p(translation | source) under the model: the sum of its tokens' log-probabilities, <eos> included."""
+    src = torch.tensor([tokenizer.encode(source)], device=device)  # (1, S)
+    tgt = torch.tensor([tokenizer.encode(translation, bos=True, eos=True)], device=device)  # (1, T + 1)
+    logits = model(src, tgt[:, :-1], padding_mask(src, tokenizer.pad_id), target_mask(tgt[:, :-1], tokenizer.pad_id))
+    return logits.log_softmax(-1).gather(-1, tgt[:, 1:, None]).sum().item()
+
+
+sentence_bleu = BLEU(effective_order=True)
+gains = sorted(((sentence_bleu.sentence_score(b, [r]).score - sentence_bleu.sentence_score(g, [r]).score, i)
+                for i, (g, b, r) in enumerate(zip(greedy_out, beam_out, references))), reverse=True)  # fmt: skip
+changed = sum(g != b for g, b in zip(greedy_out, beam_out))
+print(f"beam search changes {changed} of {len(sources)} translations")
+
+
+def log_p_and_score(source, translation):
+    """(log p, log p / lp): the model's log-probability of a translation, and the score beam search ranks by."""
+    log_p = sentence_log_prob(source, translation)
+    return log_p, log_p / length_penalty(torch.tensor(len(tokenizer.encode(translation)) + 1), ALPHA).item()
+
+
+for _, i in gains[:3]:
+    print(f"\nDE:     {sources[i]}\nref:    {references[i]}")
+    for name, translation in (("greedy", greedy_out[i]), ("beam", beam_out[i])):
+        log_p, ranked = log_p_and_score(sources[i], translation)
+        print(f"{name + ':':7} {translation}   (log p = {log_p:.2f}, log p / lp = {ranked:.3f})")
+    assert log_p_and_score(sources[i], beam_out[i])[1] > log_p_and_score(sources[i], greedy_out[i])[1]
+
+# %% [markdown]
+# Two kinds of gain show up. In some sentences beam search finds a translation the model itself rates as more
+# probable than greedy's: greedy decoding's first word led it astray ("The large group ..." against "This is a
+# large group ..."). In others the beam's translation is *less* probable, but longer, and wins on the penalised
+# score: the length penalty at work ("A man is using ..." against "A man using ..."). In every case the beam's
+# penalised score is the higher, since that is what it maximises. Beam search changes about half of the
+# translations (the count is printed), and not always for the better: it is a better search, not a better model.
+#
+# ### BLEU against beam size, and by sentence length
+#
+# The cell below scores the first 200 test sentences with beams of 1, 2, 4 and 8 (1 and 4 from the translations
+# above; the whole test set would take minutes more on a CPU), then splits the full test set by source length, in
+# words, and scores each part on its own:
+
+# %%
+subset = slice(0, 200)
+sizes = [1, 2, 4, 8]
+outputs_by_size = {1: greedy_out[subset], BEAM: beam_out[subset]}
+for k in sizes:
+    if k not in outputs_by_size:
+        outputs_by_size[k] = translate(model, tokenizer, sources[subset], beam_size=k, alpha=ALPHA)
+by_size = {k: bleu(outputs_by_size[k], references[subset])[0] for k in sizes}
+for k, score in by_size.items():
+    print(f"beam {k}: BLEU {score:.2f} on test sentences 1-200")
+bins = [(1, 9), (10, 12), (13, 15), (16, 50)]  # source words
+by_length = {}
+for low, high in bins:
+    idx = [i for i, s in enumerate(sources) if low <= len(s.split()) <= high]
+    by_length[f"{low}-{high} words\n({len(idx)} sentences)"] = [
+        bleu([out[i] for i in idx], [references[i] for i in idx])[0] for out in (greedy_out, beam_out)
+    ]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")
+ax1.plot(sizes, list(by_size.values()), "o-")
+ax1.set(xticks=sizes, xlabel="beam size K", ylabel="BLEU",
+        title=f"BLEU against beam size (alpha {ALPHA}, test sentences 1-200)")  # fmt: skip
+x = range(len(by_length))
+ax2.bar([i - 0.2 for i in x], [v[0] for v in by_length.values()], width=0.4, label="greedy")
+ax2.bar([i + 0.2 for i in x], [v[1] for v in by_length.values()], width=0.4, label=f"beam {BEAM}")
+ax2.set(xticks=list(x), xticklabels=list(by_length), ylabel="BLEU", title="BLEU by source length (test 2016)")
+ax2.legend()
+plt.show()
+for name, (g, b) in by_length.items():
+    print(f"{name.splitlines()[0]:>12}: greedy {g:.2f}, beam {BEAM} {b:.2f}")
+scores = list(by_length.values())
+assert all(b > g for g, b in scores) and max(scores[-1]) < min(min(v) for v in scores[:-1])
+
+# %% [markdown]
+# On these 200 sentences BLEU does not rise steadily with the beam: a beam of 2 scores below greedy decoding, 4
+# and 8 above it. A few tenths of a point on 200 sentences is a handful of changed translations: a beam's gain is
+# real on average (section 7, on all 1,000) but small next to that noise, while its cost grows with $K$.
+# By length: the longest sentences (16 words or more) score lowest, by several points, with more words to get
+# right and more room for an early mistake to derail the rest; beam search gains in every length band (asserted).
+#
+# ## 8. Inside the model: alignments from cross-attention
+#
+# Translation systems before the Transformer learned an *alignment*: which source words each target word comes
+# from. Cross-attention is a soft alignment of its own. For two test sentences the cell runs the decoder on its
+# own beam translation (teacher forcing), records every cross-attention head, and draws each layer's weights,
+# averaged over its heads: rows are the English subwords written, columns the German subwords read, on one colour
+# scale.
+
+
+# %% tags=["nbval-ignore-output"]
+def cross_attention(i):
+    """Each decoder layer's cross-attention (heads averaged) for test sentence i and its beam translation."""
+    src = torch.tensor([tokenizer.encode(sources[i])], device=device)  # (1, S)
+    tgt = torch.tensor([tokenizer.encode(beam_out[i], bos=True, eos=True)], device=device)  # (1, T + 1)
+    with torch.no_grad(), record_attention(model) as attention:
+        model(src, tgt[:, :-1], padding_mask(src, tokenizer.pad_id), target_mask(tgt[:, :-1], tokenizer.pad_id))
+    layers = [attention[f"decoder.layers.{n}.cross_attn"][0] for n in range(recipe.model.n_layers)]  # (h, T, S)
+    written = [*tokenizer.tokenize(beam_out[i]), "<eos>"]  # row t writes token t + 1
+    return torch.stack(layers), tokenizer.tokenize(sources[i]), written
+
+
+examples = [i for i, s in enumerate(sources) if 7 <= len(s.split()) <= 9][:2]  # two short sentences
+for i in examples:
+    weights, read, written = cross_attention(i)  # (layers, h, T, S)
+    display(attention_grid(weights.mean(1), read, written, titles=[f"layer {n + 1}" for n in range(len(weights))],
+                           ncols=3, suptitle=f"Cross-attention, heads averaged: {sources[i]!r}"))  # fmt: skip
+
+# %% [markdown]
+# The last layer reads like an alignment: each English word looks at the German word it translates (`hat` at
+# `Hut`, `orange` at `orangefarbenen`, `people` at `Menschen`), and where the word orders differ the alignment
+# leaves the diagonal: in the first sentence, `looking` looks at the end of the German verb `anstarrt`, which closes
+# its clause after `etwas`, the German for `something`. The second layer aligns more loosely; the first spreads its
+# attention thinly, with much of it on the final full stop. The interactive chart holds the last layer's eight
+# heads for the second sentence (pick a head, hover for the weights); the cell prints how sharply each head
+# focuses: the average, over the rows, of a row's largest weight (1 would put all of a row's attention on one
+# subword).
+
+# %% tags=["nbval-ignore-output"]
+weights, read, written = cross_attention(examples[1])
+focus = weights[-1].max(dim=-1).values.mean(dim=-1)  # (h,): each head's mean largest weight per row
+print("last layer, mean largest weight per row, by head:", " ".join(f"{f:.2f}" for f in focus.tolist()))
+attention_chart(weights[-1], read, written, head_names=[f"layer {len(weights)}, head {h}" for h in range(len(weights[-1]))],
+                title="Cross-attention of the last layer (pick a head)")  # fmt: skip
+
+# %% [markdown]
+# ## 9. Try your own sentence
+#
+# Change `my_sentences` and run the cell. The model knows the world of Multi30k: people, animals, sports, streets,
+# colours. Outside it (a sentence about taxes, say) it still writes fluent English about photographs.
+
+# %%
+my_sentences = ["Ein kleines Mädchen spielt mit einem roten Ball im Park.", "Zwei Männer fahren Fahrrad im Regen."]
+for sentence, translation in zip(my_sentences, translate(model, tokenizer, my_sentences, beam_size=BEAM, alpha=ALPHA)):
+    print(f"{sentence}\n -> {translation}")
+
+# %% [markdown]
+# ## Pitfalls
+#
+# | Mistake | What happens | Fix |
+# | --- | --- | --- |
+# | a tokenizer learned on the test set too | optimistic scores | learn the merges on the training text only (done here) |
+# | a vocabulary per language with shared embeddings | the same id means different words | one vocabulary for both (section 2), or no sharing |
+# | a merge matched inside longer symbols (string replace) | wrong, non-reproducible segmentations | merge whole symbols (`merge_pair`) |
+# | beam search without a length penalty | short translations, and BLEU pays the brevity penalty | divide by $\mathrm{lp}(y)$ (section 6) |
+# | the $K$ starting hypotheses all live | the beam fills with copies of one hypothesis | start all but one at $-\infty$ |
+# | a cache not reordered after a beam step | a hypothesis continues another's prefix | reorder the self-attention caches by `parent` |
+# | BLEU on tokenised or lower-cased text | scores not comparable with others | sacreBLEU on detokenised text, with its signature |
+# | choosing the beam size or $\alpha$ on the test set | an optimistic test score | choose on the validation set (done here) |
+#
+# ## Summary
+#
+# - Byte-pair encoding learns a subword vocabulary by merging the most frequent adjacent pair again and again:
+#   common words become one token, rare ones are spelled from fragments, nothing is unknown. The course's version
+#   learns exactly the merges of Hugging Face's trainer; the library is the fast way.
+# - One vocabulary for both languages lets one matrix embed source and target words and project back to words.
+# - Beam search keeps the $K$ best prefixes; with a length penalty it beats greedy decoding here by the margin
+#   printed in section 7. Without one it prefers short translations. Caching keys and values makes it fast.
+# - BLEU is a corpus-level, clipped $n$-gram precision with a brevity penalty; sacreBLEU's signature makes it
+#   comparable.
+# - Cross-attention in the last decoder layer reads like a word alignment.
+#
+# ## Exercises
+#
+# {{EXERCISES}}
+#
+# **Exercise 1: encoding with merges.** Section 2 learned merges; encoding a new word replays them. Write
+# `my_bpe_segment(piece, merges)`: a piece (e.g. `"▁banana"`) and the merges, a list of pairs in the order they
+# were learned, in; the piece's symbols out, a list of strings. Start from the characters and apply each merge, in
+# order, to every occurrence of its pair (`merge_pair` does one merge). Example: with the merges `("a", "n")`,
+# `("b", "an")`, `("an", "a")`, the piece `"banana"` becomes `b an an a`, then `ban an a`, then `ban ana`. The
+# checker compares with `BPETokenizer.segment`, and recognises merges applied latest first, to the first
+# occurrence only, or by replacing strings, and WordPiece's longest-match rule.
+
+
+# %% tags=["exercise"]
+def my_bpe_segment(piece, merges):
+    """A piece (str) and merges (list of (a, b) pairs, in learned order) -> its symbols (list of str)."""
+    ### BEGIN SOLUTION
+    symbols = list(piece)
+    for pair in merges:
+        symbols = merge_pair(symbols, pair)
+    return symbols
+    ### END SOLUTION
+
+
+check_bpe_segment(my_bpe_segment)
+
+# %% [markdown]
+# **Exercise 2: BLEU's clipped matches.** Write `my_ngram_matches(hypothesis, reference, n)`: two lists of words
+# and $n$ in; `(matches, total)` out, where `total` is the number of $n$-grams in the hypothesis and `matches` how
+# many of them the reference has, each $n$-gram counted at most as often as it occurs in the reference. Hint:
+# `Counter` of tuples, and `&` of two Counters keeps the minimum of each count. The checker compares with
+# sacreBLEU's own counts, and recognises unclipped matches and a total taken from the reference. (Summing these
+# over a corpus, for $n = 1 \ldots 4$, gives the four precisions of section 7.)
+
+
+# %% tags=["exercise"]
+def my_ngram_matches(hypothesis, reference, n):
+    """Two lists of words and n -> (clipped matches, number of n-grams in the hypothesis)."""
+
+    ### BEGIN SOLUTION
+    def ngrams(words):
+        return Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+
+    return sum((ngrams(hypothesis) & ngrams(reference)).values()), max(len(hypothesis) - n + 1, 0)
+    ### END SOLUTION
+
+
+check_ngram_matches(my_ngram_matches)
+
+# %% [markdown]
+# **Going further.** Learn a vocabulary four times smaller, and one twice as large, and compare the token counts
+# per sentence. Or
+# translate the other way: the corpus is parallel, so swapping each pair makes an English→German task, and
+# `train_translator` trains it (on a GPU the full recipe takes minutes).
+#
+# This is the end of the course: from one attention head to a translator of real sentences and a GPT.
+# `course_utils` holds everything you built, tested against PyTorch's own modules; `benchmarks/` times it.
