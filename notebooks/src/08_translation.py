@@ -471,7 +471,7 @@ beam_out = translate(model, tokenizer, sources, beam_size=BEAM, alpha=ALPHA)
 seconds = time.perf_counter() - start
 greedy_bleu, signature = bleu(greedy_out, references)
 beam_bleu, _ = bleu(beam_out, references)
-print(f"test 2016, {len(sources):,} sentences, decoded in {seconds:.0f} s on {device}")
+print(f"test 2016, {len(sources):,} sentences, decoded in {seconds:.1f} s on {device}")
 print(f"greedy:        BLEU {greedy_bleu:.2f}")
 print(f"beam {BEAM}, alpha {ALPHA}: BLEU {beam_bleu:.2f} ({beam_bleu - greedy_bleu:+.2f})")
 print("sacreBLEU signature:", signature)
