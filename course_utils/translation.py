@@ -168,53 +168,38 @@ def beam_search(
     if beam_size < 1 or max_len < 1:
         raise ValueError(f"need beam_size >= 1 and max_len >= 1; got beam_size={beam_size}, max_len={max_len}")
     with eval_mode(model):
-        return _beam_search(model, src, src_mask, beam_size, max_len, bos_id, eos_id, pad_id, alpha, use_cache)
-
-
-def _beam_search(
-    model: Transformer,
-    src: Tensor,
-    src_mask: Tensor | None,
-    beam_size: int,
-    max_len: int,
-    bos_id: int,
-    eos_id: int,
-    pad_id: int,
-    alpha: float,
-    use_cache: bool,
-) -> Tensor:
-    B, K, device = src.size(0), beam_size, src.device
-    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B*K, S, d_model): K copies per sentence
-    mask = None if src_mask is None else src_mask.repeat_interleave(K, dim=0)  # (B*K, 1, 1, S)
-    ys = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)  # (B*K, t)
-    scores = torch.full((B, K), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # at the start the K beams are identical: only one may be extended
-    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
-    caches = model.new_caches() if use_cache else None
-    lengths = torch.zeros(B * K, dtype=torch.long, device=device)  # tokens generated, <eos> included
-    for _ in range(max_len - 1):
-        if caches is None:  # the whole prefix again
-            logits = model.decode(ys, memory, mask, causal_mask(ys.size(1), device=device))[:, -1]  # (B*K, V)
-        else:  # only the newest token; the caches hold the keys and values of the earlier ones
-            logits = model.decode(ys[:, -1:], memory, mask, caches=caches)[:, -1]
-        log_probs = F.log_softmax(logits.float(), dim=-1)
-        V = log_probs.size(-1)
-        log_probs[finished] = float("-inf")  # a finished hypothesis has one continuation: <pad>, costing nothing
-        log_probs[finished, pad_id] = 0.0
-        candidates = (scores.view(B * K, 1) + log_probs).view(B, K * V)  # every beam extended by every token
-        scores, index = candidates.topk(K, dim=-1)  # (B, K)
-        parent = (torch.arange(B, device=device)[:, None] * K + index // V).view(-1)  # (B*K,): the beam extended
-        token = (index % V).view(-1)  # (B*K,): the token it was extended with
-        ys = torch.cat([ys[parent], token[:, None]], dim=1)  # (B*K, t + 1)
-        for cache in caches if caches and K > 1 else ():  # each hypothesis continues its parent's self-attention
-            cache.self_attn.reorder(parent)  # keys and values; the cross-attention's are the same for all K beams
-        grew = ~finished[parent]  # False where a finished hypothesis only got <pad>
-        lengths = lengths[parent] + grew.long()
-        finished = ~grew | (token == eos_id)
-        if bool(finished.all()):
-            break
-    best = (scores / length_penalty(lengths.view(B, K), alpha)).argmax(dim=-1)  # (B,)
-    return ys.view(B, K, -1)[torch.arange(B, device=device), best]
+        B, K, device = src.size(0), beam_size, src.device
+        memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B*K, S, d_model): K copies per sentence
+        mask = None if src_mask is None else src_mask.repeat_interleave(K, dim=0)  # (B*K, 1, 1, S)
+        ys = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)  # (B*K, t)
+        scores = torch.full((B, K), float("-inf"), device=device)
+        scores[:, 0] = 0.0  # at the start the K beams are identical: only one may be extended
+        finished = torch.zeros(B * K, dtype=torch.bool, device=device)
+        caches = model.new_caches() if use_cache else None
+        lengths = torch.zeros(B * K, dtype=torch.long, device=device)  # tokens generated, <eos> included
+        for _ in range(max_len - 1):
+            if caches is None:  # the whole prefix again
+                logits = model.decode(ys, memory, mask, causal_mask(ys.size(1), device=device))[:, -1]  # (B*K, V)
+            else:  # only the newest token; the caches hold the keys and values of the earlier ones
+                logits = model.decode(ys[:, -1:], memory, mask, caches=caches)[:, -1]
+            log_probs = F.log_softmax(logits.float(), dim=-1)
+            V = log_probs.size(-1)
+            log_probs[finished] = float("-inf")  # a finished hypothesis has one continuation: <pad>, costing nothing
+            log_probs[finished, pad_id] = 0.0
+            candidates = (scores.view(B * K, 1) + log_probs).view(B, K * V)  # every beam extended by every token
+            scores, index = candidates.topk(K, dim=-1)  # (B, K)
+            parent = (torch.arange(B, device=device)[:, None] * K + index // V).view(-1)  # (B*K,): the beam extended
+            token = (index % V).view(-1)  # (B*K,): the token it was extended with
+            ys = torch.cat([ys[parent], token[:, None]], dim=1)  # (B*K, t + 1)
+            for cache in caches if caches and K > 1 else ():  # each hypothesis continues its parent's self-attention
+                cache.self_attn.reorder(parent)  # keys and values; the cross-attention's are the same for all K beams
+            grew = ~finished[parent]  # False where a finished hypothesis only got <pad>
+            lengths = lengths[parent] + grew.long()
+            finished = ~grew | (token == eos_id)
+            if bool(finished.all()):
+                break
+        best = (scores / length_penalty(lengths.view(B, K), alpha)).argmax(dim=-1)  # (B,)
+        return ys.view(B, K, -1)[torch.arange(B, device=device), best]
 
 
 @torch.no_grad()

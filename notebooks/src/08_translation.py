@@ -77,6 +77,7 @@ from course_utils import (
     translate,
 )
 from course_utils.checks import check_beam_step, check_bpe_segment, check_ngram_matches, check_prediction
+from course_utils.translation import pad_batch
 
 set_seed(0)
 device = get_device()
@@ -434,7 +435,7 @@ assert mean_tokens(no_penalty) < mean_tokens(greedy_few) - 0.3
 
 # %%
 batch = [tokenizer.encode(s) for s in sources[:25]]
-src = torch.nn.utils.rnn.pad_sequence([torch.tensor(b) for b in batch], batch_first=True).to(device)  # (B, S)
+src = pad_batch(batch, tokenizer.pad_id).to(device)  # (B, S), padded with <pad>
 mask = padding_mask(src, tokenizer.pad_id)  # (B, 1, 1, S)
 timings, outputs = {}, {}
 for use_cache in (False, True):
