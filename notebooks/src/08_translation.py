@@ -124,7 +124,7 @@ print(f"{len(unseen) / len(test_words):.1%} of the test set's words never occur 
       ", ".join(sorted(set(unseen), key=len)[-4:]))  # fmt: skip
 
 # %% [markdown]
-# **Byte-pair encoding** (BPE; Sennrich et al., 2016, after a 1994 compression method) sits in between. It starts
+# **Byte-pair encoding** (BPE; Sennrich et al., 2016, after a 1994 compression method of Philip Gage) sits in between. It starts
 # from characters and learns, from the training text, which adjacent symbols to glue together:
 #
 # 1. cut each sentence into *pieces*: a word (a run of letters and digits) or a single other character, each
@@ -167,9 +167,9 @@ print(f"{len(counts):,} different pieces, {len(alphabet)} different characters")
 # (`▁a`, `▁s`); by the ninth, a whole word: German's `▁ein`.
 #
 # `course_utils.learn_bpe(texts, vocab_size, min_frequency)` is the same loop with two
-# more rules: it stops when the vocabulary (4 special tokens, the characters and the merged symbols) reaches
-# `vocab_size`, or when no pair occurs `min_frequency` times; and a tie between two pairs goes to the one whose
-# symbols entered the vocabulary first. Its first ten merges are ours:
+# more rules: it stops when the vocabulary (4 special tokens, `<pad>`, `<bos>`, `<eos>` and `<unk>`, then the characters and
+# the merged symbols) reaches `vocab_size`, or when no pair occurs `min_frequency` times; and a tie between two pairs
+# goes to the one whose first symbol entered the vocabulary first, then its second. Its first ten merges are ours:
 
 # %%
 course_bpe = learn_bpe(texts, vocab_size=4 + len(alphabet) + 10)
@@ -181,7 +181,7 @@ assert course_bpe.merges == my_merges
 #
 # The Hugging Face `tokenizers` library trains BPE in Rust, updating its pair counts incrementally instead of
 # recounting. `learn_bpe_fast` sets its trainer up the same way (the same pieces, special tokens and stopping
-# rule). On a small corpus, the first 1,000 sentence pairs, both learn a 600-symbol vocabulary, and the cell
+# rule). On a small corpus, the first 1,000 sentence pairs, both learn a 300-symbol vocabulary, and the cell
 # compares every merge and times both:
 
 # %%
@@ -304,8 +304,8 @@ if not SKIP_TRAINING:
 
 # %% [markdown]
 # From a uniform guess to the shape of a caption in 250 steps. Midway the model writes the captions' commonest
-# words and repeats them ("a man in a man in a ..."); by the end the sentences have a subject, a verb and a place,
-# though they still repeat and invent. Half a minute does not teach the content: compare with the references.
+# words and repeats them ("a man in a man in a ..."); by the end most sentences have a subject and a verb
+# ("A man in a white shirt is sitting ..."), though they still repeat and invent. Half a minute does not teach the content: compare with the references.
 #
 # ## 5. The shipped translator
 #
@@ -369,8 +369,9 @@ check_beam_step(my_beam_step)
 #   first step would keep $K$ copies of the same token;
 # - a hypothesis that has written `<eos>` is finished: it stays in the beam, extended only by `<pad>` at no cost,
 #   so that it competes with the unfinished ones;
-# - at the end each sentence returns the hypothesis with the best score divided by a **length penalty**
-#   (Wu et al., 2016, Google's neural translation system):
+# - the steps keep the hypotheses with the best log-probability; at the end each sentence returns, among its $K$,
+#   the one with the best log-probability divided by a **length penalty** (Wu et al., 2016, Google's neural
+#   translation system):
 #
 # $$\mathrm{score}(y) = \frac{\log p(y \mid x)}{\mathrm{lp}(y)}, \qquad \mathrm{lp}(y) = \left(\frac{5 + |y|}{6}\right)^{\alpha}.$$
 #
@@ -423,7 +424,8 @@ assert mean_tokens(no_penalty) < mean_tokens(greedy_few) - 0.3
 # The answer is (c): without the penalty, beam search finds shorter translations than greedy decoding does. It is
 # a better search for the *most probable* sentence, and short sentences are probable: each extra token multiplies
 # in another probability below 1. Greedy decoding is protected from this only by its blindness. The length penalty
-# divides that advantage away; section 7 prints the lengths it gives.
+# divides that advantage away; section 7 prints the lengths, in words, of greedy's and the penalised beam's
+# translations of the whole test set.
 #
 # ### Incremental decoding
 #
@@ -486,14 +488,14 @@ assert greedy_bleu >= 33 and beam_bleu >= greedy_bleu + 0.5
 # The detailed lines give the four precisions $p_1 \ldots p_4$ in percent, the brevity penalty (BP), and the
 # lengths in words of the translations and the references: with the length penalty, the beam's translations are a
 # little longer than greedy's, closer to the references' length, and pay a smaller brevity penalty. The scores are those the checkpoint recorded when it was built (the cell asserts it).
-# Published small Transformers trained from scratch on this test set, on GPUs, report about 30 to 35 BLEU (DGL's
-# example: 30.6); scores computed another way (lower-cased, or on tokenised text) are not comparable, which is what
+# Published small Transformers trained from scratch on this test set, on GPUs, report about 30 to 35 BLEU (the Deep
+# Graph Library's example: 30.6); scores computed another way (lower-cased, or on tokenised text) are not comparable, which is what
 # the signature is for.
 #
 # Where does beam search help? Below, the three sentences where its translation gains most over greedy's in
 # sentence BLEU. For each translation the cell prints the log-probability the model gives it (higher is more
 # probable; `sentence_log_prob` scores a translation with teacher forcing, as the loss does) and the score beam
-# search ranks by, the log-probability divided by $\mathrm{lp}(y)$ (`length_penalty`):
+# search picks its final translation by, the log-probability divided by $\mathrm{lp}(y)$ (`length_penalty`):
 
 
 # %%
@@ -530,9 +532,10 @@ for _, i in gains[:3]:
 # Two kinds of gain show up. In some sentences beam search finds a translation the model itself rates as more
 # probable than greedy's: greedy decoding's first word led it astray ("The large group ..." against "This is a
 # large group ..."). In others the beam's translation is *less* probable, but longer, and wins on the penalised
-# score: the length penalty at work ("A man is using ..." against "A man using ..."). In every case the beam's
-# penalised score is the higher, since that is what it maximises. Beam search changes about half of the
-# translations (the count is printed), and not always for the better: it is a better search, not a better model.
+# score: the length penalty at work ("A man is using ..." against "A man using ..."). In all three the beam's
+# penalised score is the higher (asserted), since that is what it picks by. Beam search changes about half of the
+# translations (the count is printed); its gain over the whole test set, section 7's, is under a point: it is a
+# better search, not a better model.
 #
 # ### BLEU against beam size, and by sentence length
 #
@@ -627,7 +630,7 @@ attention_chart(weights[-1], read, written, head_names=[f"layer {len(weights)}, 
 # ## 9. Try your own sentence
 #
 # Change `my_sentences` and run the cell. The model knows the world of Multi30k: people, animals, sports, streets,
-# colours. Outside it (a sentence about taxes, say) it still writes fluent English about photographs.
+# colours. Try a sentence from outside that world too, and see what it makes of it.
 
 # %%
 my_sentences = ["Ein kleines Mädchen spielt mit einem roten Ball im Park.", "Zwei Männer fahren Fahrrad im Regen."]
@@ -670,7 +673,7 @@ for sentence, translation in zip(my_sentences, translate(model, tokenizer, my_se
 # order, to every occurrence of its pair (`merge_pair` does one merge). Example: with the merges `("a", "n")`,
 # `("b", "an")`, `("an", "a")`, the piece `"banana"` becomes `b an an a`, then `ban an a`, then `ban ana`. The
 # checker compares with `BPETokenizer.segment`, and recognises merges applied latest first, to the first
-# occurrence only, or by replacing strings, and WordPiece's longest-match rule.
+# occurrence only, or by replacing strings, and the longest-match rule of WordPiece (BERT's tokenizer).
 
 
 # %% tags=["exercise"]
