@@ -22,6 +22,15 @@ from .model import Transformer, TransformerConfig
 from .multi30k import load_multi30k
 from .positional import PositionalEncoding, sinusoidal_encoding
 from .pretrained import load_pretrained
+from .probes import (
+    ProbeReport,
+    batch_probe,
+    causality_probe,
+    equality_probe,
+    output_probe,
+    padding_probe,
+    position_probe,
+)
 from .recipes import (
     DATE_TRANSFORMER,
     MULTI30K_QUICK,
@@ -72,6 +81,7 @@ __all__ = [
     "LayerNorm",
     "MultiHeadAttention",
     "PositionalEncoding",
+    "ProbeReport",
     "Recipe",
     "TorchTransformer",
     "TrainConfig",
@@ -80,11 +90,14 @@ __all__ = [
     "attention_chart",
     "attention_grid",
     "attention_heatmap",
+    "batch_probe",
     "beam_search",
     "bleu",
     "causal_mask",
+    "causality_probe",
     "count_parameters",
     "encode_pairs",
+    "equality_probe",
     "estimate_loss",
     "evaluation_curve",
     "exact_match",
@@ -100,7 +113,10 @@ __all__ = [
     "lr_factor",
     "merge_pair",
     "noam_lr",
+    "output_probe",
     "padding_mask",
+    "padding_probe",
+    "position_probe",
     "positional_encoding_chart",
     "positional_encoding_heatmap",
     "positional_waves",

@@ -24,6 +24,9 @@ EXPECTED = {
     # 08 translation
     "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
     "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu",
+    # 09
+    "ProbeReport", "causality_probe", "equality_probe", "padding_probe", "position_probe", "batch_probe",
+    "output_probe",
     # every chapter
     "set_seed", "get_device", "count_parameters", "attention_heatmap", "attention_grid", "attention_chart",
     "positional_encoding_heatmap", "positional_waves", "positional_encoding_chart", "loss_curve",
@@ -44,6 +47,8 @@ GRADERS = {
     "check_gpt_block", "check_sampling_step", "check_top_p", "check_kv_cache_step",
     # 08
     "check_beam_step", "check_bpe_segment", "check_ngram_matches",
+    # 09
+    "check_future_leak", "check_diagnosis",
     # every chapter: predict, then run
     "check_prediction",
 }  # fmt: skip

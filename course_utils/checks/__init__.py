@@ -14,6 +14,7 @@ from .attention import (
     check_scaled_dot_product_attention,
     check_split_heads,
 )
+from .bug_lab import check_diagnosis, check_future_leak
 from .generation import check_gpt_block, check_kv_cache_step
 from .layers import (
     check_encoder_layer,
@@ -46,8 +47,10 @@ __all__ = [
     "check_bpe_segment",
     "check_causal_mask",
     "check_decoder_layer",
+    "check_diagnosis",
     "check_encoder_layer",
     "check_fused_head_projections",
+    "check_future_leak",
     "check_gpt_block",
     "check_greedy_decode",
     "check_grouped_query_attention",

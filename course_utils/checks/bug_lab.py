@@ -1,0 +1,283 @@
+"""The bug lab (chapter 09): mystery modules to diagnose with the probes, the checker of a diagnosis, and the
+checker of the causality probe's core step.
+
+The modules below each hold one bug that the chapter does not name. They live here, not in the notebook, so
+that the student edition does not show the bug next to the question; reading this file gives the answers away.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..attention import MultiHeadAttention
+from ..encoder import Encoder
+from ..masks import padding_mask
+from ..positional import sinusoidal_encoding
+from ._core import NotWritten, NotYet, Verdict, call, verdict
+
+__all__ = ["MYSTERIES", "Mystery", "check_diagnosis", "check_future_leak", "mystery_model"]
+
+VOCAB, PAD = 12, 0  # the mysteries read ids 0..11; id 0 is padding where padding matters
+
+
+class _LanguageModel(nn.Module):
+    """Mystery A: a one-block language model, ids (B, T) -> logits (B, T, V)."""
+
+    def __init__(self, d_model: int = 32, n_heads: int = 4, block_size: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, d_model)
+        self.pos = nn.Embedding(block_size, d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, VOCAB)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        T = tokens.size(1)
+        x = self.embed(tokens) + self.pos(torch.arange(T, device=tokens.device))
+        mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril(1)
+        out, _ = self.attn(x, x, x, mask=mask)
+        return self.head(self.norm(x + out))  # (B, T, V)
+
+
+class _Encoder(nn.Module):
+    """Mystery B: an encoder, ids (B, T) -> states (B, T, d_model)."""
+
+    def __init__(self, d_model: int = 32, n_heads: int = 4, max_len: int = 64) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.embed = nn.Embedding(VOCAB, d_model)
+        nn.init.normal_(self.embed.weight, std=d_model**-0.5)
+        self.pe: Tensor
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+        self.encoder = Encoder(d_model, n_heads, 2 * d_model, n_layers=2, dropout=0.1)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        x = self.embed(tokens) * math.sqrt(self.d_model)
+        x.add(self.pe[: tokens.size(1)])
+        out: Tensor = self.encoder(x, padding_mask(tokens, PAD))
+        return out
+
+
+class _Attention(MultiHeadAttention):
+    """Mystery C: multi-head attention, a drop-in for nn.MultiheadAttention(batch_first=True)."""
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, self.n_heads, T, self.d_k)
+
+
+class _Classifier(nn.Module):
+    """Mystery D: a sequence classifier, ids (B, T) -> class logits (B, 3)."""
+
+    def __init__(self, d_model: int = 32, n_heads: int = 4, max_len: int = 64) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.embed = nn.Embedding(VOCAB, d_model)
+        nn.init.normal_(self.embed.weight, std=d_model**-0.5)
+        self.pe: Tensor
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+        self.encoder = Encoder(d_model, n_heads, 2 * d_model, n_layers=1, dropout=0.1)
+        self.head = nn.Linear(d_model, 3)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        x = self.embed(tokens) * math.sqrt(self.d_model) + self.pe[: tokens.size(1)]
+        states = self.encoder(x, padding_mask(tokens, PAD))  # (B, T, d_model)
+        return self.head(states.mean(dim=1))  # (B, 3)
+
+
+@dataclass(frozen=True)
+class Mystery:
+    """A mystery module: what it is, how to call it, the diagnosis choices and what each one means."""
+
+    what: str
+    choices: dict[str, str]
+    answer: str
+    why: dict[str, str]
+    probe: str  # the probe that catches it
+
+
+MYSTERIES: dict[str, Mystery] = {
+    "A": Mystery(
+        what="a one-block language model: ids (B, T) -> next-token logits (B, T, 12)",
+        choices={
+            "a": "no causal mask: every position sees the whole sequence",
+            "b": "an off-by-one causal mask: each position also sees the next token",
+            "c": "the padding mask broadcast along the wrong axis",
+            "d": "nothing: it is a correct causal model",
+        },
+        answer="b",
+        why={
+            "a": "Without a mask, a change at any later position would move earlier outputs; the causality probe "
+            "shows changes at distance 1 only.",
+            "b": "The mask is torch.ones(T, T).tril(1): diagonal=1 keeps one entry above the diagonal, so position "
+            "i reads token i + 1, the very token it must predict. Training loss would fall fast and generation "
+            "fail. The causality probe finds leaks at distance 1 only; the fix is tril() (diagonal 0).",
+            "c": "This model has no padding at all; the leak the causality probe shows is about order.",
+            "d": "The causality probe flags it: outputs move when the next token changes.",
+        },
+        probe="causality_probe",
+    ),
+    "B": Mystery(
+        what="an encoder: ids (B, T) -> states (B, T, 32)",
+        choices={
+            "a": "the positional encoding never reaches the encoder",
+            "b": "the embeddings drown the positional encoding",
+            "c": "no padding mask",
+            "d": "the positional encoding uses 2i twice",
+        },
+        answer="a",
+        why={
+            "a": "forward computes x.add(self.pe[:T]) and throws the result away (add returns a new tensor; add_ "
+            "would work in place, x = x + pe is clearer). The encoder sees a bag of tokens: the position probe "
+            "finds the output exactly permutation-equivariant.",
+            "b": "Drowned positions would still move the output a little when permuted; this one does not move at "
+            "all, so no positional signal arrives, however small.",
+            "c": "The padding probe stays quiet on this encoder: its padding mask is right.",
+            "d": "A squeezed encoding still tells positions apart (the permutation would change the output); here "
+            "the permutation changes nothing beyond reordering.",
+        },
+        probe="position_probe",
+    ),
+    "C": Mystery(
+        what="multi-head attention, a drop-in for nn.MultiheadAttention(batch_first=True): (x, x, x) -> (out, weights)",
+        choices={
+            "a": "scores divided by sqrt(d_model) instead of sqrt(d_k)",
+            "b": "the mask convention flipped",
+            "c": "heads split with view(B, h, T, d_k), without the transpose",
+            "d": "nothing: it equals PyTorch's module",
+        },
+        answer="c",
+        why={
+            "a": "Too large a divisor flattens the weights but keeps each head's own queries and keys; here even the "
+            "weights' pattern differs, with no mask involved.",
+            "b": "The difference appears with no mask at all, so it is not about the mask.",
+            "c": "The projections give (B, T, h*d_k); view(B, h, T, d_k) reinterprets that memory without moving "
+            "it, so a 'head' holds pieces of several positions. The shapes are right and nothing fails; the "
+            "equality probe against nn.MultiheadAttention shows the difference. Fix: view(B, T, h, d_k)."
+            "transpose(1, 2).",
+            "d": "The equality probe shows a large difference from nn.MultiheadAttention with the same weights.",
+        },
+        probe="equality_probe",
+    ),
+    "D": Mystery(
+        what="a sequence classifier: ids (B, T), padded with id 0 -> class logits (B, 3)",
+        choices={
+            "a": "no padding mask in its encoder",
+            "b": "its mean over the positions counts the padding",
+            "c": "no positional encoding",
+            "d": "nothing: padding cannot change its output",
+        },
+        answer="b",
+        why={
+            "a": "Its encoder masks padding correctly (padding_mask); the leak comes after the encoder.",
+            "b": "states.mean(dim=1) averages every position, padding included, so the same sentence gets another "
+            "class score with more padding. The padding probe flags it; the fix is a masked mean: "
+            "(states * keep).sum(1) / keep.sum(1), keep = (tokens != pad)[..., None].",
+            "c": "It adds the sinusoidal encoding; the probe that flags it is the padding probe.",
+            "d": "The padding probe shows the output changing when padding is appended.",
+        },
+        probe="padding_probe",
+    ),
+}
+
+_BUILDERS: dict[str, Callable[[], nn.Module]] = {"A": _LanguageModel, "B": _Encoder, "D": _Classifier}
+
+
+def mystery_model(name: str, like: nn.MultiheadAttention | None = None) -> nn.Module:
+    """Mystery ``name`` (``"A"`` to ``"D"``), built with seed 0 and in eval mode. Mystery C is attention: pass
+    ``like``, an ``nn.MultiheadAttention(..., batch_first=True)``, to get it with that module's sizes and weights."""
+    if name not in MYSTERIES:
+        raise KeyError(f"no mystery {name!r}; there are {', '.join(MYSTERIES)}")
+    if name == "C":
+        if not isinstance(like, nn.MultiheadAttention):
+            raise TypeError("mystery C copies an nn.MultiheadAttention: mystery_model('C', torch_attention)")
+        return _Attention.from_torch(like).eval()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = _BUILDERS[name]()
+    return model.eval()
+
+
+def check_diagnosis(name: str, answer: str | None) -> Verdict:
+    """Check a diagnosis of mystery ``name``: ``answer`` is one letter of ``MYSTERIES[name].choices``."""
+    if name not in MYSTERIES:
+        raise KeyError(f"no mystery {name!r}; there are {', '.join(MYSTERIES)}")
+    m = MYSTERIES[name]
+    letters = ", ".join(f'"{letter}"' for letter in m.choices)
+
+    def run() -> str:
+        if answer is None:
+            raise NotWritten(f"probe mystery {name}, then set my_diagnosis to one of {letters} and run the cell.")
+        choice = str(answer).strip().lower().strip("()")
+        if choice not in m.choices:
+            raise NotYet(f"{answer!r} is not one of the choices: answer with one of {letters}.")
+        if choice != m.answer:
+            raise NotYet(f"not this one: ({choice}) {m.choices[choice]}. {m.why[choice]}")
+        return f"right: ({choice}) {m.choices[choice]}. {m.why[choice]}"
+
+    return verdict(run, name=f"check_diagnosis[{name}]")
+
+
+# --- the causality probe's core step ---------------------------------------------------------------------------
+
+
+def _leak(fn: Callable[[Tensor], Tensor], tokens: Tensor, j: int, new_id: int) -> float:
+    changed = tokens.clone()
+    changed[:, j] = new_id
+    with torch.no_grad():
+        return float((fn(changed)[:, :j] - fn(tokens)[:, :j]).abs().max()) if j > 0 else 0.0
+
+
+def _test_models() -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]:
+    """A causal model and a leaky one, ids (B, T) -> (B, T, V)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        embed, attn, head = nn.Embedding(VOCAB, 16), MultiHeadAttention(16, 2), nn.Linear(16, VOCAB)
+
+    def model(tokens: Tensor, causal: bool) -> Tensor:
+        x = embed(tokens)
+        return head(x + attn(x, x, x, is_causal=causal)[0])
+
+    return (lambda t: model(t, True)), (lambda t: model(t, False))
+
+
+def check_future_leak(my_future_leak: Callable[[Callable[[Tensor], Tensor], Tensor, int, int], float]) -> Verdict:
+    """``my_future_leak(fn, tokens, j, new_id)``: set token ``j`` of every sequence to ``new_id`` and return the
+    largest change (a float) of ``fn``'s outputs at positions before ``j``."""
+
+    def run() -> str:
+        causal, leaky = _test_models()
+        tokens = torch.randint(1, VOCAB, (3, 8), generator=torch.Generator().manual_seed(1))
+        for name, fn in (("a causal model", causal), ("a model without a causal mask", leaky)):
+            for j in (1, 4, 7):
+                expected = _leak(fn, tokens, j, 0)
+                given = tokens.clone()
+                got = call(my_future_leak, fn, given, j, 0)
+                if not torch.equal(given, tokens):
+                    raise NotYet("my_future_leak changed the tokens it was given: change a copy (tokens.clone())")
+                if not isinstance(got, float | int) and not (isinstance(got, Tensor) and got.numel() == 1):
+                    raise NotYet(f"return one number (a float); got {type(got).__name__}")
+                got = float(got)
+                if abs(got - expected) <= 1e-5 + 1e-4 * expected:
+                    continue
+                changed = tokens.clone()
+                changed[:, j] = 0
+                with torch.no_grad():
+                    through_j = float((fn(changed)[:, : j + 1] - fn(tokens)[:, : j + 1]).abs().max())
+                    everywhere = float((fn(changed) - fn(tokens)).abs().max())
+                if abs(got - through_j) <= 1e-5 and abs(through_j - expected) > 1e-5:
+                    raise NotYet(
+                        f"on {name}, j={j}: you include position j itself. Output j reads token j legitimately (it "
+                        "predicts token j + 1); only the positions before j, [:, :j], must not move."
+                    )
+                if abs(got - everywhere) <= 1e-5 and abs(everywhere - expected) > 1e-5:
+                    raise NotYet(f"on {name}, j={j}: you compare every position; keep only those before j, [:, :j].")
+                raise NotYet(f"on {name}, j={j}: got {got:.6g}, expected {expected:.6g}")
+        return "0 on the causal model at every j, and the right leak on the model without a mask."
+
+    return verdict(run)
