@@ -177,11 +177,12 @@ def causality_probe(
 
 def _as_output(value: Any) -> tuple[Tensor, Tensor | None]:
     if isinstance(value, tuple):
-        items: tuple[Any, ...] = value
-        if not items or not isinstance(items[0], Tensor):
+        items: list[Any] = list(value)
+        first = items[0] if items else None
+        if not isinstance(first, Tensor):
             raise TypeError("expected a tuple starting with a tensor, as attention's (output, weights)")
         weights = items[1] if len(items) > 1 and isinstance(items[1], Tensor) else None
-        return items[0].detach().float(), None if weights is None else weights.detach().float()
+        return first.detach().float(), None if weights is None else weights.detach().float()
     if not isinstance(value, Tensor):
         raise TypeError(f"expected a tensor or a tuple starting with one; got {type(value).__name__}")
     return value.detach().float(), None
