@@ -236,11 +236,15 @@ def equality_probe(
             "an axis swapped, merged or taken from the wrong input (an attention output has the query's length: "
             "queries from the encoder give the source's length)",
         )  # fmt: skip
-    if (torch.isnan(out) & ~torch.isnan(ref)).any():
-        rows = int(torch.isnan(out).flatten(-1).any(-1).sum()) if out.dim() else 1
+    broken = ~torch.isfinite(out) & torch.isfinite(ref)
+    if broken.any():
+        kinds = " and ".join(
+            k for k, m in (("NaN", torch.isnan(out)), ("infinite", torch.isinf(out))) if (m & broken).any()
+        )
         return ProbeReport(
-            "equality", True, math.nan, f"ours is NaN where the reference is not ({rows} rows)",
-            "a row with every entry masked: a mask of the other convention, or log(0) in a loss",
+            "equality", True, math.nan, f"ours is {kinds} at {int(broken.sum())} entries where the reference is finite",
+            "log(0): the log of a probability that underflowed to 0 (use log_softmax) or of a zero target (0 * log 0 "
+            "is NaN: use torch.xlogy); or a row with every entry masked (a mask of the other convention)",
         )  # fmt: skip
     diff = _largest((out - ref).abs())
     tol = _tolerance(ref, atol)
