@@ -82,6 +82,10 @@ TAUGHT_IN = {
         "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
         "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu",
     ],
+    "09": [
+        "ProbeReport", "causality_probe", "equality_probe", "padding_probe", "position_probe", "batch_probe",
+        "output_probe",
+    ],
 }  # fmt: skip
 CHAPTER_OF = {name: chapter for chapter, names in TAUGHT_IN.items() for name in names}
 ATTRIBUTE = re.compile(r"\bcourse_utils\.(\w+)")

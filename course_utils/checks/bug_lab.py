@@ -115,8 +115,8 @@ MYSTERIES: dict[str, Mystery] = {
             "a": "Without a mask, a change at any later position would move earlier outputs; the causality probe "
             "shows changes at distance 1 only.",
             "b": "The mask is torch.ones(T, T).tril(1): diagonal=1 keeps one entry above the diagonal, so position "
-            "i reads token i + 1, the very token it must predict. Training loss would fall fast and generation "
-            "fail. The causality probe finds leaks at distance 1 only; the fix is tril() (diagonal 0).",
+            "i reads token i + 1, the very token it must predict (bug 2 showed what training does with "
+            "such a leak). The causality probe finds leaks at distance 1 only; the fix is tril() (diagonal 0).",
             "c": "This model has no padding at all; the leak the causality probe shows is about order.",
             "d": "The causality probe flags it: outputs move when the next token changes.",
         },

@@ -203,6 +203,25 @@ QUESTIONS: dict[str, Question] = {
             "this only by its blindness.",
         },
     ),
+    # 09 · the bug lab
+    "leaky-loss": Question(
+        chapter="09",
+        choices={
+            "a": "the causal model: the one without a mask learns nothing useful, so its loss stays high",
+            "b": "about the same: the mask changes what is learned, not how well the loss falls",
+            "c": "the model without a mask, far lower",
+        },
+        answer="c",
+        why={
+            "a": "Without a mask each position can read the character it must predict, a few positions away in its "
+            "own window: copying it is far easier than predicting it, so the loss falls much faster.",
+            "b": "The loss measures exactly what the leak makes easy: predicting a character that is in plain view. "
+            "The two runs face different problems, one of them nearly trivial.",
+            "c": "Each position reads the next character from the position that holds it, and validation windows "
+            "hold it too, so even the validation loss is low. Generation, where the next character does not exist "
+            "yet, shows what was learned: the next cell prints both.",
+        },
+    ),
 }
 
 

@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 1 of 8 · next: [02 · Multi-head attention](02_multi_head_attention.ipynb)
+# *Transformers from Scratch*, chapter 1 of 9 · next: [02 · Multi-head attention](02_multi_head_attention.ipynb)
 #
 # Attention is the one idea the Transformer is built on: every position of a sequence looks at
 # every other position and takes what it needs. In this chapter you build it from nothing.
@@ -492,12 +492,12 @@ assert memory_ratios == [4.0, 4.0, 4.0]  # T x T weights: exactly 4 times the me
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | forgetting $/\sqrt{d_k}$ | softmax saturates for large $d_k$, gradients vanish (section 3) | divide the scores by `math.sqrt(d_k)` |
+# | forgetting $/\sqrt{d_k}$ | softmax saturates for large $d_k$, gradients vanish (section 3) | divide the scores by `math.sqrt(d_k)`; by $\sqrt{d_k}$, not $\sqrt{d_{\text{model}}}$ ([bug lab: bug 7](09_bug_lab.ipynb#bug-7)) |
 # | `softmax(dim=-2)` | each **key's** weights sum to 1 instead of each query's | softmax over the keys: `dim=-1` |
-# | a mask of the other convention | attends exactly where it must not (PyTorch's `nn.MultiheadAttention` uses True = blocked) | one convention; convert once, with `~mask`, at the border |
+# | a mask of the other convention | attends exactly where it must not (PyTorch's `nn.MultiheadAttention` uses True = blocked) | one convention; convert once, with `~mask`, at the border ([bug lab: bug 8](09_bug_lab.ipynb#bug-8)) |
 # | a query row with nothing to attend to | NaN everywhere, or silent attention to padding with `-1e9` | give such rows zero weight (as here), or never build them |
-# | a `(B, T)` padding mask used as is | broadcasts against the wrong axes, or fails | reshape to `(B, 1, 1, T)` as `padding_mask` does |
-# | cross-attention queries from the encoder | output has the source's length; unnoticed when lengths match | queries from the decoder, keys/values from the encoder |
+# | a `(B, T)` padding mask used as is | broadcasts against the wrong axes, or fails | reshape to `(B, 1, 1, T)` as `padding_mask` does ([bug lab: bug 9](09_bug_lab.ipynb#bug-9)) |
+# | cross-attention queries from the encoder | output has the source's length; unnoticed when lengths match | queries from the decoder, keys/values from the encoder ([bug lab: bug 3](09_bug_lab.ipynb#bug-3)) |
 #
 # ## Summary
 #

@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 2 of 8 · previous: [01 · Attention](01_attention.ipynb) ·
+# *Transformers from Scratch*, chapter 2 of 9 · previous: [01 · Attention](01_attention.ipynb) ·
 # next: [03 · Positional encoding](03_positional_encoding.ipynb)
 #
 # One attention gives every position one weighted average of the others: one question asked, one answer.
@@ -613,9 +613,10 @@ assert on_marker_1[0] > 0.9 and abs(history_1.loss[-1] - math.log(10)) < 0.2
 # | `x.view(B, h, T, d_k)` without transpose | right shape, scrambled values, no error | `view(B, T, h, d_k).transpose(1, 2)` |
 # | merging with `reshape` before transposing back | heads and positions interleaved | `transpose(1, 2)` first, then `reshape(B, T, d_model)` |
 # | `.view` after a transpose | `RuntimeError: view size is not compatible` | `.reshape`, or `.contiguous().view` |
-# | passing our mask to `nn.MultiheadAttention` | attends exactly where it must not | torch wants True = blocked: pass `~mask` |
+# | passing our mask to `nn.MultiheadAttention` | attends exactly where it must not | torch wants True = blocked: pass `~mask` ([bug lab: bug 8](09_bug_lab.ipynb#bug-8)) |
 # | a mask without the head axis, `(B, T, T)` | its batch axis lines up with the head axis of `(B, h, T, T)`: an error when $B \neq h$ (and $B > 1$); when $B = h$, no error, and sequence $b$'s mask is applied to head $b$ of every sequence | `(B, 1, T, T)`, or `(B, 1, 1, T)` for padding |
 # | `d_model % n_heads != 0` | an error (`ValueError` from `MultiHeadAttention`; in a hand-written module without a check, a `RuntimeError` from `view`); with projections sized `h * (d_model // h)` and no check, no error, and heads that together are narrower than `d_model` | pick `n_heads` among the divisors of `d_model` |
+# | a module whose `__init__` never calls `super().__init__()` | `AttributeError: cannot assign module before Module.__init__() call` at the first submodule | call `super().__init__()` first ([bug lab: bug 6](09_bug_lab.ipynb#bug-6)) |
 # | forgetting `optimizer.zero_grad()` | `backward` adds to the old gradients: each step uses the sum of all past gradients, no error | zero the gradients every step, as `train` does |
 #
 # ## Summary

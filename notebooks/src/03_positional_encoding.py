@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 3 of 8 · previous: [02 · Multi-head attention](02_multi_head_attention.ipynb) ·
+# *Transformers from Scratch*, chapter 3 of 9 · previous: [02 · Multi-head attention](02_multi_head_attention.ipynb) ·
 # next: [04 · The encoder](04_encoder.ipynb)
 #
 # Attention compares contents, never places: to it, "the dog bit the man" and "the man bit the dog" are
@@ -433,11 +433,11 @@ torch.testing.assert_close(torch.stack(scores), scores[0].expand(3))
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | `10000 ** (2 * i / d)` with `i` already stepping by 2 | about half the pairs nearly constant over a sequence (17 of 32 above); no error | `two_i = arange(0, d, 2)` and `10000 ** (two_i / d)` |
+# | `10000 ** (2 * i / d)` with `i` already stepping by 2 | about half the pairs nearly constant over a sequence (17 of 32 above); no error | `two_i = arange(0, d, 2)` and `10000 ** (two_i / d)` ([bug lab: bug 1](09_bug_lab.ipynb#bug-1)) |
 # | sin and cos swapped, or interleaved differently | a valid but different encoding; pretrained weights break | even dims sine, odd dims cosine, as printed |
 # | the table as an `nn.Parameter`, or a plain attribute | it gets trained, or stays on the CPU when the model moves | `register_buffer("pe", ..., persistent=False)` |
 # | sequences longer than `max_len` | `PositionalEncoding` raises a `ValueError` that names both lengths; a learned table fails with an `IndexError` | build with `max_len` at least the longest sequence |
-# | embeddings far larger than the encoding | positions drowned out | scale embeddings to match (chapter 06) |
+# | embeddings far larger than the encoding | positions drowned out | scale embeddings to match (chapter 06) ([bug lab: bug 11](09_bug_lab.ipynb#bug-11)) |
 #
 # ## Summary
 #

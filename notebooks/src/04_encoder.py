@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 4 of 8 · previous: [03 · Positional encoding](03_positional_encoding.ipynb) ·
+# *Transformers from Scratch*, chapter 4 of 9 · previous: [03 · Positional encoding](03_positional_encoding.ipynb) ·
 # next: [05 · The decoder](05_decoder.ipynb)
 #
 # An encoder layer is multi-head self-attention followed by a small feed-forward network, each wrapped in a
@@ -528,12 +528,12 @@ attention_grid(
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | LayerNorm with `x.std()` (unbiased) and `+ eps` outside the root | not LayerNorm; pretrained weights misbehave | `torch.sqrt(var(unbiased=False) + eps)`, or `nn.LayerNorm` |
+# | LayerNorm with `x.std()` (unbiased) and `+ eps` outside the root | not LayerNorm; pretrained weights misbehave | `torch.sqrt(var(unbiased=False) + eps)`, or `nn.LayerNorm` ([bug lab: bug 4](09_bug_lab.ipynb#bug-4)) |
 # | normalising over the batch or time axis | tokens influence each other's normalisation | normalise over the last axis (features) only |
 # | a pre-norm stack without a final LayerNorm | the output's scale grows with depth | `Encoder(norm_first=True)` adds it |
-# | forgetting `model.eval()` | dropout stays on: outputs are noisy and change from call to call | `model.eval()` before evaluating |
+# | forgetting `model.eval()` | dropout stays on: outputs are noisy and change from call to call | `model.eval()` before evaluating ([bug lab: bug 12](09_bug_lab.ipynb#bug-12)) |
 # | post-norm with a large learning rate from step 0 | training can stall (section 8) or diverge | warm-up, or pre-norm |
-# | padding mask of the wrong convention for `nn.TransformerEncoderLayer` | attends only to padding (a row without padding blocks every key: NaN) | torch wants True = pad: `~mask` |
+# | padding mask of the wrong convention for `nn.TransformerEncoderLayer` | attends only to padding (a row without padding blocks every key: NaN) | torch wants True = pad: `~mask` ([bug lab: bug 8](09_bug_lab.ipynb#bug-8)) |
 #
 # ## Summary
 #

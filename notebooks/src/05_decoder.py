@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 5 of 8 · previous: [04 · The encoder](04_encoder.ipynb) ·
+# *Transformers from Scratch*, chapter 5 of 9 · previous: [04 · The encoder](04_encoder.ipynb) ·
 # next: [06 · The full Transformer](06_transformer.ipynb)
 #
 # The encoder reads the source; the decoder **writes** the target, one token at a time, looking back at
@@ -450,11 +450,11 @@ attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | no causal mask in the decoder | training copies from the future; generation fails | `target_mask(tgt, pad)`: causal and padding |
-# | cross-attention queries from the encoder | output of the source's length, or (if $S = T$) silent future leak | `cross_attn(query=x, key=memory, value=memory)` |
+# | no causal mask in the decoder | training copies from the future; generation fails | `target_mask(tgt, pad)`: causal and padding ([bug lab: bug 2](09_bug_lab.ipynb#bug-2)) |
+# | cross-attention queries from the encoder | output of the source's length, or (if $S = T$) silent future leak | `cross_attn(query=x, key=memory, value=memory)` ([bug lab: bug 3](09_bug_lab.ipynb#bug-3)) |
 # | decoder input and labels not shifted | the model learns the identity | read `tgt[:, :-1]`, predict `tgt[:, 1:]` |
 # | padding counted in the loss | the model learns to predict `<pad>` | `ignore_index=pad_id` |
-# | source padding not masked in cross-attention | attends to padding | pass `src_mask` to the decoder |
+# | source padding not masked in cross-attention | attends to padding | pass `src_mask` to the decoder ([bug lab: bug 9](09_bug_lab.ipynb#bug-9)) |
 # | forgetting that attention returns `(output, weights)` | the tuple reaches the dropout or the residual addition: `TypeError` | `out, _ = self.cross_attn(...)`, or take `[0]` |
 #
 # ## Summary

@@ -8,7 +8,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 6 of 8 · previous: [05 · The decoder](05_decoder.ipynb) ·
+# *Transformers from Scratch*, chapter 6 of 9 · previous: [05 · The decoder](05_decoder.ipynb) ·
 # next: [07 · A GPT on Shakespeare](07_gpt.ipynb)
 #
 # Everything comes together: embeddings, positional encoding, the encoder, the decoder and the output
@@ -626,9 +626,11 @@ assert gap < 1e-4 and torch_predictions == predictions
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | embeddings at `nn.Embedding`'s default scale, times $\sqrt{d}$ | a token signal of size $\sqrt{d}$ next to position entries in $[-1, 1]$, which it can drown | initialise with std $d^{-1/2}$ (as here) |
+# | embeddings at `nn.Embedding`'s default scale, times $\sqrt{d}$ | a token signal of size $\sqrt{d}$ next to position entries in $[-1, 1]$, which it can drown | initialise with std $d^{-1/2}$ (as here) ([bug lab: bug 11](09_bug_lab.ipynb#bug-11)) |
+# | a `log_softmax` head without `dim`, or probabilities fed to `F.cross_entropy` | a model whose predictions depend on the rest of the batch; or a loss stuck above $\ln(1 + (V-1)/e)$ | return logits; `F.cross_entropy` normalises ([bug lab: bug 5](09_bug_lab.ipynb#bug-5)) |
+# | label smoothing written as $\sum q (\log q - \log p)$ | `log(0)`: a NaN loss where $q = 0$, an infinite one (and NaN weights) where $p$ underflows | `F.cross_entropy(..., label_smoothing=eps)`, as `seq2seq_loss` does ([bug lab: bug 10](09_bug_lab.ipynb#bug-10)) |
 # | evaluating on dates seen in training | accuracy measures memory | hold out **dates**, not just examples |
-# | evaluation with dropout on | random predictions, usually worse | `model.eval()` (`greedy_decode` does it) |
+# | evaluation with dropout on | random predictions, usually worse | `model.eval()` (`greedy_decode` does it) ([bug lab: bug 12](09_bug_lab.ipynb#bug-12)) |
 # | token-level accuracy reported as the result | 90% token accuracy can leave most dates wrong: 11 tokens a date, so if each token is wrong independently, $1 - 0.9^{11} \approx 0.69$ of them are wrong | exact match of the whole output |
 # | `torch.save(model)` and `torch.load` without `weights_only` | pickles code; loading can run anything | save the `state_dict`, load with `weights_only=True` |
 # | a learning rate with no warm-up for a post-norm model | training stalls (chapter 04) | warm-up |

@@ -8,7 +8,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 7 of 8 · previous: [06 · The full Transformer](06_transformer.ipynb) ·
+# *Transformers from Scratch*, chapter 7 of 9 · previous: [06 · The full Transformer](06_transformer.ipynb) ·
 # next: [08 · Translating real sentences](08_translation.ipynb)
 #
 # Drop the encoder, drop cross-attention, keep the causal decoder, and train it to predict the next character
@@ -728,10 +728,10 @@ assert same
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | no causal mask | the loss drops to almost 0 in training (it reads the answer) and generation is gibberish | `is_causal=True` in every block |
+# | no causal mask | the loss drops to almost 0 in training (it reads the answer) and generation is gibberish | `is_causal=True` in every block ([bug lab: bug 2](09_bug_lab.ipynb#bug-2)) |
 # | targets not shifted | the model learns to copy its input | `y` = `x` shifted by one |
 # | validating on random windows of the *training* text | a memorising model looks good | hold out a contiguous part of the text |
-# | generating with dropout on | worse, random text | `generate` switches to eval mode |
+# | generating with dropout on | worse, random text | `generate` switches to eval mode ([bug lab: bug 12](09_bug_lab.ipynb#bug-12)) |
 # | a context longer than `block_size` | an indexing error in the position table | crop to the last `block_size` tokens (as `generate` does) |
 # | a KV cache with the wrong positions | subtly different text | test cached against uncached generation (done above) |
 # | keeping the cache once the window slides (learned positions) | keys and values computed for the wrong positions | recompute the cropped window (as `generate` does) |

@@ -8,7 +8,8 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 8 of 8 · previous: [07 · A GPT on Shakespeare](07_gpt.ipynb)
+# *Transformers from Scratch*, chapter 8 of 9 · previous: [07 · A GPT on Shakespeare](07_gpt.ipynb) ·
+# next: [09 · The bug lab](09_bug_lab.ipynb)
 #
 # The Transformer of *Attention Is All You Need* is a translator. Chapter 06 trained it on a synthetic task;
 # here it translates real sentences. The corpus is **Multi30k** (Elliott et al., 2016): 31,014 descriptions
@@ -648,6 +649,7 @@ for sentence, translation in zip(my_sentences, translate(model, tokenizer, my_se
 # | beam search without a length penalty | short translations, and BLEU pays the brevity penalty | divide by $\mathrm{lp}(y)$ (section 6) |
 # | the $K$ starting hypotheses all live | the beam fills with copies of one hypothesis | start all but one at $-\infty$ |
 # | a cache not reordered after a beam step | a hypothesis continues another's prefix | reorder the self-attention caches by `parent` |
+# | label smoothing as $\sum q (\log q - \log p)$ with `log` | a NaN or infinite loss (`log(0)`) | `F.cross_entropy(..., label_smoothing=0.1)`, as `train_translator` does ([bug lab: bug 10](09_bug_lab.ipynb#bug-10)) |
 # | BLEU on tokenised or lower-cased text | scores not comparable with others | sacreBLEU on detokenised text, with its signature |
 # | choosing the beam size or $\alpha$ on the test set | an optimistic test score | choose on the validation set (done here) |
 #
@@ -718,5 +720,5 @@ check_ngram_matches(my_ngram_matches)
 # translate the other way: the corpus is parallel, so swapping each pair makes an English→German task, and
 # `train_translator` trains it (on a GPU the full recipe takes minutes).
 #
-# This is the end of the course: from one attention head to a translator of real sentences and a GPT.
-# `course_utils` holds everything you built, tested against PyTorch's own modules; `benchmarks/` times it.
+# Next, [chapter 09](09_bug_lab.ipynb): the classic bugs of from-scratch Transformers, trained on the course's
+# tasks, and the probes that catch them.

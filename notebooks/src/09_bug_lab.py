@@ -70,7 +70,7 @@ from course_utils import (
     target_mask,
     train,
 )
-from course_utils.checks import check_diagnosis, check_future_leak
+from course_utils.checks import check_diagnosis, check_future_leak, check_prediction
 from course_utils.checks.bug_lab import MYSTERIES, mystery_model
 
 set_seed(0)
@@ -157,6 +157,7 @@ print(batch_probe(encoder_of(baseline), ids))
 # The paper's frequencies are $\omega_i = 10000^{-2i/d}$ for the pair of columns $(2i, 2i+1)$. A loop that already
 # steps through the even columns, `for i in range(0, d, 2)`, holds $2i$ in `i`; writing the formula again doubles it:
 
+
 # %%
 def buggy_sinusoidal(max_len, d_model):
     pe = torch.zeros(max_len, d_model)
@@ -204,6 +205,7 @@ for table in ("correct", "2i twice"):
 # A GPT block whose attention forgets the causal mask: each position reads the whole window, including the
 # character it must predict. A one-layer GPT (`d_model` 48, context 16) on Tiny Shakespeare, 300 steps each way:
 
+
 # %%
 class LeakyBlock(GPTBlock):
     def forward(self, x, cache=None):
@@ -228,6 +230,16 @@ def tiny_gpt(leaky):
     return model
 
 
+# %% [markdown]
+# **Predict, then run.** Both models train 300 steps on the same batches, from the same weights. Which reaches the
+# lower loss on the *validation* text, which neither trains on?
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "c"
+### END SOLUTION
+check_prediction("leaky-loss", my_prediction)  # your answer: "a", "b" or "c"
+
 # %% tags=["nbval-ignore-output"]
 gpts, gpt_loss = {}, {}
 for name in ("causal", "no mask"):
@@ -236,7 +248,9 @@ for name in ("causal", "no mask"):
     h = train(model, random_windows(train_ids, 16, 32), lambda m, x, y: m(x, y)[1], config, device=device, desc=name)
     gpt_loss[name] = estimate_loss(model, {"train": train_ids, "val": val_ids}, batch_size=32, iters=10)
     prompt = torch.tensor([chars.encode("ROMEO:\n")], device=device)
-    sample = model.generate(prompt, 60, temperature=0.8, use_cache=False, generator=torch.Generator(device).manual_seed(0))
+    sample = model.generate(
+        prompt, 60, temperature=0.8, use_cache=False, generator=torch.Generator(device).manual_seed(0)
+    )
     print(f"{name:>8}: train loss {gpt_loss[name]['train']:.2f}, validation loss {gpt_loss[name]['val']:.2f}; "
           f"sample:\n{chars.decode(sample[0])!r}")  # fmt: skip
 assert gpt_loss["no mask"]["val"] < gpt_loss["causal"]["val"] - 0.5
@@ -265,6 +279,7 @@ for name, model in gpts.items():
 # encoder. Swapped, the output has the *source's* length. On the reverser, sources of 8 and decoder inputs of 9,
 # the residual addition fails at once:
 
+
 # %%
 class QueriesFromEncoder(DecoderLayer):
     def _cross_attention(self, x, memory, src_mask):
@@ -289,6 +304,7 @@ except RuntimeError as e:
 # input, and train: each source position now attends over *all* the target positions, future ones included, and
 # hands what it finds to the decoder position of the same index. Greedy decoding needs $T = S$ at every step too,
 # so `decode_fixed` keeps a target buffer of 9 positions, padded after the prefix written so far.
+
 
 # %% tags=["nbval-ignore-output"]
 def with_bos(pairs):
@@ -317,7 +333,9 @@ for name in ("correct", "queries from the encoder"):
     model.eval()
     exact = (decode_fixed(model, test_src)[:, 1:] == test_tgt[:, 1:9]).all(-1).float().mean().item()
     print(f"{name:>24}: last training loss {h.loss[-1]:.4f}, exact match {exact:.1%}")
-    print(" " * 26, causality_probe(decoder_of(model, test_src[:4]), test_tgt[:4, :9], tok.vocab_size, exclude=specials))
+    print(
+        " " * 26, causality_probe(decoder_of(model, test_src[:4]), test_tgt[:4, :9], tok.vocab_size, exclude=specials)
+    )
     if name == "correct":
         good_exact = exact
 assert exact < good_exact - 0.5
@@ -334,6 +352,7 @@ assert exact < good_exact - 0.5
 #
 # A from-scratch LayerNorm often reads like this. `x.std()` divides by $n - 1$ (the unbiased estimate), and the
 # $\epsilon$ is added to the std instead of to the variance under the root:
+
 
 # %%
 class HandmadeLayerNorm(nn.Module):
@@ -353,6 +372,7 @@ print(equality_probe(HandmadeLayerNorm(32), nn.LayerNorm(32), x))
 # $\sqrt{(n-1)/n}$ for $n = 32$ features; on inputs a thousand times smaller (variance near $\epsilon$) the
 # difference grows, because there $\epsilon$ outside the root is no longer negligible. Does it matter in training?
 # Measured, with every LayerNorm of the reverser replaced:
+
 
 # %% tags=["nbval-ignore-output"]
 def replace_layer_norms(model):
@@ -382,6 +402,7 @@ print(f"handmade LayerNorm: last training loss {h.loss[-1]:.4f}, exact match {ln
 #
 # Many from-scratch Transformers end with a `Generator`: a projection to the vocabulary followed by a
 # `log_softmax`. Three versions, each fed to `F.cross_entropy` (which applies `log_softmax` itself):
+
 
 # %%
 class Generator(nn.Module):
@@ -455,6 +476,7 @@ print(f"the floor for probabilities with V = {tok.vocab_size}: ln(1 + (V - 1)/e)
 #
 # ## Bug 6 · A module that forgets `super().__init__()`
 
+
 # %%
 class Forgetful(nn.Module):
     def __init__(self, d_model):
@@ -480,6 +502,7 @@ except AttributeError as e:
 # $\sqrt{d_{\text{model}}}$ (the width of the embedding) makes every score $\sqrt{h}$ times too small, and the
 # softmax too flat. With 8 heads of $d_k = 4$ that is a factor $\sqrt 8 \approx 2.8$:
 
+
 # %%
 class WideScaleAttention(MultiHeadAttention):
     def forward(self, query, key, value, mask=None, **kwargs):
@@ -496,6 +519,7 @@ torch_attention = nn.MultiheadAttention(32, 8, batch_first=True)
 ours = WideScaleAttention.from_torch(torch_attention)
 x = 3 * torch.randn(2, 8, 32)
 print(equality_probe(lambda x: ours(x, x, x), lambda x: torch_attention(x, x, x, average_attn_weights=False), x))
+
 
 # %% tags=["nbval-ignore-output"]
 def with_attention(model, cls):
@@ -542,6 +566,7 @@ assert h.loss[-1] > good
 # and the `nn.Transformer*` layers take a bool mask with True = *blocked*. Passed across unchanged, the causal
 # mask lets each position see only the future:
 
+
 # %%
 class TorchCausalBlock(nn.Module):
     def __init__(self, d_model, n_heads):
@@ -572,7 +597,11 @@ print(causality_probe(lambda t: block(embed(t)), ids.cpu()[:, :6], tok.vocab_siz
 # %%
 fixed = MultiHeadAttention.from_torch(block.attn)
 x = torch.randn(2, 6, 32)
-print(equality_probe(lambda x: fixed(x, x, x, is_causal=True), lambda x: block.attn(x, x, x, attn_mask=~causal_mask(6)), x))
+print(
+    equality_probe(
+        lambda x: fixed(x, x, x, is_causal=True), lambda x: block.attn(x, x, x, attn_mask=~causal_mask(6)), x
+    )
+)
 
 # %% [markdown]
 # <a id="bug-9"></a>
@@ -583,6 +612,7 @@ print(equality_probe(lambda x: fixed(x, x, x, is_causal=True), lambda x: block.a
 # `(B, 1, S, 1)` it broadcasts over the keys instead: padded *queries* get no attention at all, while the real
 # positions attend to the padding. In self-attention the shapes still fit and nothing fails. The reverser on
 # strings of 3 to 8 letters, so that batches hold padding, with the bug in the encoder:
+
 
 # %% tags=["nbval-ignore-output"]
 class QueryAxisMask(Transformer):
@@ -627,6 +657,7 @@ assert more < as_trained - 0.2
 # p)$, and a direct transcription meets $\log 0 = -\infty$ twice. First in $\log q$: where $q = 0$, $0 \cdot
 # (-\infty)$ is NaN. The reverser trained 150 steps with this loss:
 
+
 # %% tags=["nbval-ignore-output"]
 def smoothed_loss(logits, target, eps=0.1):
     V = logits.size(-1)
@@ -657,6 +688,7 @@ assert nan_steps == len(h.loss)
 # enough) gives $\log p = -\infty$, an infinite loss, and a NaN gradient, since $\partial \log p / \partial p =
 # 1/p$ is infinite. One optimizer step:
 
+
 # %%
 def smoothed_loss_from_probs(logits, target, eps=0.1):
     V = logits.size(-1)
@@ -674,8 +706,10 @@ for loss_fn in (smoothed_loss_from_probs, lambda z, t: F.cross_entropy(z, t, lab
     loss = loss_fn(layer_copy(features), torch.tensor(letters[:3]))
     loss.backward()
     torch.optim.SGD(layer_copy.parameters(), lr=0.1).step()
-    print(f"loss {loss.item():.4g}; gradient finite: {bool(layer_copy.weight.grad.isfinite().all())}; "
-          f"weights after one step finite: {bool(layer_copy.weight.isfinite().all())}")
+    print(
+        f"loss {loss.item():.4g}; gradient finite: {bool(layer_copy.weight.grad.isfinite().all())}; "
+        f"weights after one step finite: {bool(layer_copy.weight.isfinite().all())}"
+    )
 z = torch.randn(2, tok.vocab_size)
 print(equality_probe(lambda z: torch.log(F.softmax(z, -1)), lambda z: F.log_softmax(z, -1), z * 100))
 
@@ -695,6 +729,7 @@ print(equality_probe(lambda z: torch.log(F.softmax(z, -1)), lambda z: F.log_soft
 # $\mathcal N(0, 1)$, the product has standard deviation $\sqrt{d_{\text{model}}}$, while the positional encoding's
 # entries lie in $[-1, 1]$ (chapter 06). The course's `Transformer` starts its embeddings at $\mathcal N(0,
 # 1/d_{\text{model}})$; the bug is to keep the default:
+
 
 # %% tags=["nbval-ignore-output"]
 def default_embedding_init(model):
@@ -729,6 +764,7 @@ assert emb_acc < base_acc - 0.5
 #
 # `model.train()` is the default state of every module, and `train` leaves a model in the mode it found it in. A
 # hand-written decoding loop that never calls `model.eval()` decodes with dropout on:
+
 
 # %% tags=["nbval-ignore-output"]
 @torch.no_grad()
@@ -847,8 +883,18 @@ set_seed(0)
 reference = nn.MultiheadAttention(32, 4, batch_first=True).eval()
 mystery_c = mystery_model("C", reference)
 x = torch.randn(2, 6, 32)
+
+
+def mystery_self_attention(x):
+    return mystery_c(x, x, x, need_weights=True)  # (output, weights (B, h, T, T))
+
+
+def torch_self_attention(x):
+    return reference(x, x, x, average_attn_weights=False)  # (output, weights (B, h, T, T))
+
+
 ### BEGIN SOLUTION
-report = equality_probe(lambda x: mystery_c(x, x, x, need_weights=True), lambda x: reference(x, x, x, average_attn_weights=False), x)
+report = equality_probe(mystery_self_attention, torch_self_attention, x)
 ### END SOLUTION
 print(report)
 ### BEGIN SOLUTION
