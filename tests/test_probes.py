@@ -308,12 +308,17 @@ def test_reports_print_their_finding_and_likely_bug():
 
 def test_check_diagnosis_accepts_the_answer_and_explains_the_others(capsys):
     for name, mystery in MYSTERIES.items():
-        assert check_diagnosis(name, mystery.answer)
+        assert check_diagnosis(lambda m=mystery: m.answer, name)
         for letter in mystery.choices:
             if letter != mystery.answer:
-                assert not check_diagnosis(name, letter)
-    assert not check_diagnosis("A", None)
-    assert "not one of the choices" in capsys.readouterr().out.split("\n")[-2] or True
+                verdict = check_diagnosis(letter, name)
+                assert not verdict and mystery.why[letter] in verdict.message
+
+    def not_written():
+        raise NotImplementedError
+
+    assert not check_diagnosis(not_written, "A") and "not written yet" in capsys.readouterr().out.splitlines()[-1]
+    assert not check_diagnosis("z", "A") and "not one of the choices" in capsys.readouterr().out
 
 
 def test_check_future_leak():

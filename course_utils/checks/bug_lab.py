@@ -203,16 +203,18 @@ def mystery_model(name: str, like: nn.MultiheadAttention | None = None) -> nn.Mo
     return model.eval()
 
 
-def check_diagnosis(name: str, answer: str | None) -> Verdict:
-    """Check a diagnosis of mystery ``name``: ``answer`` is one letter of ``MYSTERIES[name].choices``."""
+def check_diagnosis(diagnose: Callable[[], str] | str | None, name: str) -> Verdict:
+    """Check a diagnosis of mystery ``name``: ``diagnose`` is a function that probes the mystery and returns one
+    letter of ``MYSTERIES[name].choices`` (or that letter itself)."""
     if name not in MYSTERIES:
         raise KeyError(f"no mystery {name!r}; there are {', '.join(MYSTERIES)}")
     m = MYSTERIES[name]
     letters = ", ".join(f'"{letter}"' for letter in m.choices)
 
     def run() -> str:
+        answer = call(diagnose) if callable(diagnose) else diagnose
         if answer is None:
-            raise NotWritten(f"probe mystery {name}, then set my_diagnosis to one of {letters} and run the cell.")
+            raise NotWritten(f"probe mystery {name}, then return one of {letters} and run the cell.")
         choice = str(answer).strip().lower().strip("()")
         if choice not in m.choices:
             raise NotYet(f"{answer!r} is not one of the choices: answer with one of {letters}.")

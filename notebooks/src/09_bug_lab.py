@@ -86,7 +86,7 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 # from the same weights), `fit()` trains it on 20,000 pairs (the same batches each time), and `accuracy()` greedy-
 # decodes 200 held-out strings and returns the share reversed exactly.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 tok = CharTokenizer.from_texts(["abcdefghij"])  # 10 letters and <pad>, <bos>, <eos>, <unk>
 train_pairs, test_pairs = reversal_pairs(20000, length=8, seed=0), reversal_pairs(200, length=8, seed=1)
 
@@ -267,6 +267,27 @@ windows = next(random_windows(val_ids, 16, 4, seed=5))[0].to(device)  # (4, 16)
 for name, model in gpts.items():
     model.eval()
     print(name, "->", causality_probe(lambda x, m=model: m(x)[0], windows, chars.vocab_size))
+
+# %% [markdown]
+# **Exercise: the heart of the causality probe.** Write `my_future_leak(fn, tokens, j, new_id)`: set token `j` of
+# every sequence to `new_id` (in a copy: never change the caller's tensor) and return, as a float, the largest
+# absolute change of `fn`'s outputs at the positions *before* `j`. In a causal model it is 0 for every `j`. The
+# checker runs it on a causal model and on one without a mask, and recognises the classic slip of including
+# position `j` itself (output `j` reads token `j` by design).
+
+
+# %% tags=["exercise"]
+def my_future_leak(fn, tokens, j, new_id):
+    """fn: ids (B, T) -> outputs (B, T, ...); returns max |change| of outputs[:, :j] when token j becomes new_id."""
+    ### BEGIN SOLUTION
+    changed = tokens.clone()
+    changed[:, j] = new_id
+    with torch.no_grad():
+        return float((fn(changed)[:, :j] - fn(tokens)[:, :j]).abs().max())
+    ### END SOLUTION
+
+
+check_future_leak(my_future_leak)
 
 # %% [markdown]
 # **Fix**: `is_causal=True` (or `mask=causal_mask(T)`) in every self-attention of a decoder, as `GPTBlock` does.
@@ -452,6 +473,7 @@ print(f"{'correct (logits)':>24}: last training loss {base_loss:.4f}, exact matc
 # **The probes**: `output_probe` says what a head returns; `batch_probe` runs each example alone:
 
 # %%
+warnings.filterwarnings("ignore", message="Implicit dimension choice")  # shown above
 floor = math.log(1 + (tok.vocab_size - 1) / math.e)
 for name, model in results.items():
     model.eval()
@@ -810,30 +832,10 @@ assert len(set(runs["eval mode"])) == 1 and max(runs["training mode"]) < runs["e
 #
 # {{EXERCISES}}
 #
-# **Exercise 1: the heart of the causality probe.** Write `my_future_leak(fn, tokens, j, new_id)`: set token `j` of
-# every sequence to `new_id` (in a copy: never change the caller's tensor) and return, as a float, the largest
-# absolute change of `fn`'s outputs at the positions *before* `j`. In a causal model it is 0 for every `j`. The
-# checker runs it on a causal model and on one without a mask, and recognises the classic slip of including
-# position `j` itself (output `j` reads token `j` by design).
-
-
-# %% tags=["exercise"]
-def my_future_leak(fn, tokens, j, new_id):
-    """fn: ids (B, T) -> outputs (B, T, ...); returns max |change| of outputs[:, :j] when token j becomes new_id."""
-    ### BEGIN SOLUTION
-    changed = tokens.clone()
-    changed[:, j] = new_id
-    with torch.no_grad():
-        return float((fn(changed)[:, :j] - fn(tokens)[:, :j]).abs().max())
-    ### END SOLUTION
-
-
-check_future_leak(my_future_leak)
-
-# %% [markdown]
-# **Exercises 2–5: find the bug.** Each mystery module below has one bug this chapter did not name. Run the probes
-# on it (choose which: that is half the diagnosis), read the reports, then pick the diagnosis. The checker says
-# whether you are right and explains the bug. Each mystery reads ids 0–11, with 0 as padding where padding
+# **Exercises 1–4: find the bug.** Each mystery module below has one bug this chapter did not name. For each,
+# write `diagnose_a()` (and so on): run the probes you choose on the mystery (choosing is half the diagnosis), print
+# their reports, and return your diagnosis, one letter of the choices printed below. The checker says whether you
+# are right and explains the bug. Each mystery reads ids 0–11, with 0 as padding where padding
 # matters; `mystery_ids` and `mystery_padded` are inputs to start from.
 
 # %%
@@ -850,28 +852,34 @@ for name, mystery in MYSTERIES.items():
 
 # %% tags=["exercise"]
 mystery_a = mystery_model("A")
-### BEGIN SOLUTION
-report = causality_probe(mystery_a, mystery_ids, 12)
-### END SOLUTION
-print(report)
-### BEGIN SOLUTION
-my_diagnosis = "b"
-### END SOLUTION
-check_diagnosis("A", my_diagnosis)
+
+
+def diagnose_a():
+    """Probe mystery A, print what you measure, return your diagnosis: one letter."""
+    ### BEGIN SOLUTION
+    print(causality_probe(mystery_a, mystery_ids, 12))
+    return "b"
+    ### END SOLUTION
+
+
+check_diagnosis(diagnose_a, "A")
 
 # %% [markdown]
 # **Mystery B**, an encoder: `mystery_model("B")(ids)` gives states `(B, T, 32)`.
 
 # %% tags=["exercise"]
 mystery_b = mystery_model("B")
-### BEGIN SOLUTION
-report = position_probe(mystery_b, mystery_ids)
-### END SOLUTION
-print(report)
-### BEGIN SOLUTION
-my_diagnosis = "a"
-### END SOLUTION
-check_diagnosis("B", my_diagnosis)
+
+
+def diagnose_b():
+    """Probe mystery B, print what you measure, return your diagnosis: one letter."""
+    ### BEGIN SOLUTION
+    print(position_probe(mystery_b, mystery_ids))
+    return "a"
+    ### END SOLUTION
+
+
+check_diagnosis(diagnose_b, "B")
 
 # %% [markdown]
 # **Mystery C**, multi-head attention built from an `nn.MultiheadAttention`, with its weights: compare the two.
@@ -893,28 +901,32 @@ def torch_self_attention(x):
     return reference(x, x, x, average_attn_weights=False)  # (output, weights (B, h, T, T))
 
 
-### BEGIN SOLUTION
-report = equality_probe(mystery_self_attention, torch_self_attention, x)
-### END SOLUTION
-print(report)
-### BEGIN SOLUTION
-my_diagnosis = "c"
-### END SOLUTION
-check_diagnosis("C", my_diagnosis)
+def diagnose_c():
+    """Probe mystery C, print what you measure, return your diagnosis: one letter."""
+    ### BEGIN SOLUTION
+    print(equality_probe(mystery_self_attention, torch_self_attention, x))
+    return "c"
+    ### END SOLUTION
+
+
+check_diagnosis(diagnose_c, "C")
 
 # %% [markdown]
 # **Mystery D**, a classifier: `mystery_model("D")(ids)` gives class logits `(B, 3)`, one row per sequence.
 
 # %% tags=["exercise"]
 mystery_d = mystery_model("D")
-### BEGIN SOLUTION
-report = padding_probe(mystery_d, mystery_padded, 0)
-### END SOLUTION
-print(report)
-### BEGIN SOLUTION
-my_diagnosis = "b"
-### END SOLUTION
-check_diagnosis("D", my_diagnosis)
+
+
+def diagnose_d():
+    """Probe mystery D, print what you measure, return your diagnosis: one letter."""
+    ### BEGIN SOLUTION
+    print(padding_probe(mystery_d, mystery_padded, 0))
+    return "b"
+    ### END SOLUTION
+
+
+check_diagnosis(diagnose_d, "D")
 
 # %% [markdown]
 # ## Summary
