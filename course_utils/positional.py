@@ -17,7 +17,7 @@ def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
     PE(pos, 2i) = sin(pos / 10000^(2i / d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model)).
 
     ``two_i`` below *is* 2i (0, 2, 4, ...): it is not multiplied by 2 again, the classic bug
-    that squeezes every wavelength. Computed in float64, then rounded once to float32.
+    that stretches every wavelength (lowers every frequency). Computed in float64, then rounded once to float32.
     """
     if not (isinstance(max_len, int) and isinstance(d_model, int) and max_len > 0 and d_model > 0):
         raise ValueError(f"max_len and d_model must be positive ints; got {max_len!r}, {d_model!r}")

@@ -204,7 +204,7 @@ def _table_hint(ours: Tensor, reference: Tensor) -> str | None:
     if len(cols) and torch.allclose(ours[:, cols], reference[:, 2 * cols], atol=1e-4):
         return (
             "your column c equals the reference's column 2c (for even c): 2i is applied twice (10000 ** (2 * i / d) with i "
-            "already stepping by 2), which squeezes every wavelength; use 10000 ** (i / d) for i in range(0, d, 2)"
+            "already stepping by 2), which stretches every wavelength; use 10000 ** (i / d) for i in range(0, d, 2)"
         )
     return None
 

@@ -75,15 +75,18 @@ def test_every_checker_reports_its_own_name_to_the_grader(tmp_path, monkeypatch)
 
     log = tmp_path / "verdicts.jsonl"
     monkeypatch.setenv("COURSE_GRADE_LOG", str(log))
-    names = [name for name in checks.__all__ if name.startswith("check_") and name != "check_prediction"]
+    per_question = ("check_prediction", "check_diagnosis")  # these report one name per question: tested below
+    names = [name for name in checks.__all__ if name.startswith("check_") and name not in per_question]
 
     def unwritten(*args):
         raise NotImplementedError
 
     for name in names:
         getattr(checks, name)(unwritten)
+    checks.check_diagnosis(unwritten, "A")
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [(r["check"], r["status"]) for r in records] == [(name, "not attempted") for name in names]
+    expected = [(name, "not attempted") for name in names] + [("check_diagnosis[A]", "not attempted")]
+    assert [(r["check"], r["status"]) for r in records] == expected
 
 
 def test_predictions_are_exercises_of_their_own_and_raising_cells_are_listed(tmp_path):

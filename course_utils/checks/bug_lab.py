@@ -138,7 +138,7 @@ MYSTERIES: dict[str, Mystery] = {
             "b": "Drowned positions would still move the output a little when permuted; this one does not move at "
             "all, so no positional signal arrives, however small.",
             "c": "The padding probe stays quiet on this encoder: its padding mask is right.",
-            "d": "A squeezed encoding still tells positions apart (the permutation would change the output); here "
+            "d": "A stretched encoding still tells positions apart (the permutation would change the output); here "
             "the permutation changes nothing beyond reordering.",
         },
         probe="position_probe",
@@ -167,14 +167,15 @@ MYSTERIES: dict[str, Mystery] = {
     "D": Mystery(
         what="a sequence classifier: ids (B, T), padded with id 0 -> class logits (B, 3)",
         choices={
-            "a": "no padding mask in its encoder",
+            "a": "dropout left on at inference",
             "b": "its mean over the positions counts the padding",
             "c": "no positional encoding",
             "d": "nothing: padding cannot change its output",
         },
         answer="b",
         why={
-            "a": "Its encoder masks padding correctly (padding_mask); the leak comes after the encoder.",
+            "a": "Every probe runs the model twice on the same input first, and would have reported outputs that "
+            "change from call to call; the padding probe measured a change caused by the padding instead.",
             "b": "states.mean(dim=1) averages every position, padding included, so the same sentence gets another "
             "class score with more padding. The padding probe flags it; the fix is a masked mean: "
             "(states * keep).sum(1) / keep.sum(1), keep = (tokens != pad)[..., None].",

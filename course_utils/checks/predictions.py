@@ -219,7 +219,7 @@ QUESTIONS: dict[str, Question] = {
             "The two runs face different problems, one of them nearly trivial.",
             "c": "Each position reads the next character from the position that holds it, and validation windows "
             "hold it too, so even the validation loss is low. Generation, where the next character does not exist "
-            "yet, shows what was learned: the next cell prints both.",
+            "yet, shows what was learned.",
         },
     ),
 }

@@ -122,9 +122,11 @@ assert base_acc > 0.95
 # %% [markdown]
 # The probes live in `course_utils` and take any callable: a model, or a `lambda` that feeds it. Each returns a
 # `ProbeReport` that prints what it measured, ✅ or ⚠️, and, when something is wrong, the likely bug. They run
-# without gradients; put a model in eval mode (`model.eval()`) before probing it (section 12 shows why). On the
-# correct reverser all four that read token sequences stay quiet. `fn` below maps source ids to the encoder's
-# output, `dec` target ids to the decoder's logits (for a fixed source):
+# without gradients; put a model in eval mode (`model.eval()`) before probing it (bug 12 shows why). On the
+# correct reverser all four that read token sequences stay quiet. `encoder_of(model)` maps source ids to the
+# encoder's output, `decoder_of(model)` target ids to the decoder's logits (for a fixed source). The causality probe
+# writes random tokens; `exclude=specials` keeps them to letters, since a `<pad>` written into the target would
+# change the mask as well:
 
 # %%
 baseline.eval()
@@ -173,7 +175,7 @@ print(equality_probe(buggy_sinusoidal(16, 16), sinusoidal_encoding(16, 16)))
 # %% [markdown]
 # **The probe**: `equality_probe(ours, reference)` compares with the course's table (proved equal to the formula
 # in chapter 03) and recognises the pattern: each buggy column $c$ equals the reference's column $2c$, so every
-# wavelength is squeezed and half the columns barely change over a sequence. How much does it cost? With
+# frequency is lowered (every wavelength stretched), and more columns barely change over a sequence. How much does it cost? With
 # `d_model = 16`, strings of 16 letters and 250 steps (a small model, where every column counts), the cell trains
 # the reverser with each table:
 
@@ -184,7 +186,8 @@ for table in ("correct", "2i twice"):
     if table == "2i twice":
         model.positional.pe.copy_(buggy_sinusoidal(model.positional.max_len, 16))
     h = fit(model, long_train, desc=table)
-    angle = (model.positional.pe[15] - model.positional.pe[0]).abs()  # how far each column moves over 16 positions
+    first16 = model.positional.pe[:16]  # (16, d_model): the first 16 positions
+    angle = first16.amax(0) - first16.amin(0)  # how far each column moves over those positions
     print(f"{table:>9}: columns that move less than 0.1 over 16 positions: {int((angle < 0.1).sum())} of 16; "
           f"last training loss {h.loss[-1]:.3f}, exact match {accuracy(model, long_test):.1%}")  # fmt: skip
     if table == "correct":
@@ -193,10 +196,12 @@ for table in ("correct", "2i twice"):
         assert h.loss[-1] > 2 * good[0] and accuracy(model, long_test) < good[1]
 
 # %% [markdown]
-# With the correct table the reverser learns the task; with the squeezed one it lags far behind, its loss several
-# times higher (both printed above). **Fix**: `two_i = torch.arange(0, d, 2)` and `10000 ** (two_i / d)`, as
-# `sinusoidal_encoding` does. With a large `d_model` the loss is smaller (plenty of columns remain), but the table
-# still differs from the paper's, and weights trained with one break with the other.
+# Even the correct table leaves some columns nearly constant over 16 positions (the slow end of the spectrum);
+# the buggy one leaves more, and fewer columns tell positions apart. In 250 steps the reverser with the correct
+# table gets most strings right; with the stretched one it gets none, its loss several times higher (both printed
+# above). **Fix**: `two_i = torch.arange(0, d, 2)` and `10000 ** (two_i / d)`, as `sinusoidal_encoding` does. Here
+# `d_model` is small on purpose, so that every column counts; with a large one more useful columns remain, but the
+# table still differs from the paper's, and weights trained with one break with the other.
 #
 # <a id="bug-2"></a>
 #
@@ -232,7 +237,8 @@ def tiny_gpt(leaky):
 
 # %% [markdown]
 # **Predict, then run.** Both models train 300 steps on the same batches, from the same weights. Which reaches the
-# lower loss on the *validation* text, which neither trains on?
+# lower loss on the *validation* text, which neither trains on? (a) the causal model: the one without a mask learns
+# nothing useful; (b) about the same; (c) the model without a mask, far lower.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
@@ -412,8 +418,8 @@ print(f"handmade LayerNorm: last training loss {h.loss[-1]:.4f}, exact match {ln
 
 # %% [markdown]
 # Here, no: the loss and the exact match equal the correct run's (printed). Trained from scratch, the model absorbs
-# the constant factor into its weights, and its activations never get near $\epsilon$. The bug bites elsewhere: load weights trained with `nn.LayerNorm` (chapter 08's translator, any
-# pretrained model) into a model with this layer and every normalised vector is off by that factor, layer after
+# the constant factor into its weights. The bug bites elsewhere: load weights trained with `nn.LayerNorm` (chapter
+# 08's translator, any pretrained model) into a model with this layer and every normalised vector is off by that factor, layer after
 # layer; and inputs of small variance are treated differently. **Fix**: `(x - mean) / torch.sqrt(x.var(-1,
 # unbiased=False, keepdim=True) + eps)`, or `nn.LayerNorm`.
 #
@@ -460,15 +466,15 @@ for name, cls in heads.items():
 print(f"{'correct (logits)':>24}: last training loss {base_loss:.4f}, exact match {base_acc:.1%}")
 
 # %% [markdown]
-# - **`log_softmax` without `dim`** normalises over the batch (a warning says so). The model trains, worse,
-#   and its prediction for one string depends on the others in the batch: decoded alone, every position's
+# - **`log_softmax` without `dim`** normalises over the batch (PyTorch warns that an implicit choice is deprecated, without
+#   saying which axis it took). The model trains, worse, and its prediction for one string depends on the others in the batch: decoded alone, every position's
 #   log-probabilities are $0$ and the argmax picks token 0 (`<pad>`), so nothing comes out right.
 # - **Log-probabilities into `F.cross_entropy`** change nothing: $\operatorname{log\,softmax}$ subtracts the
 #   log-sum-exp, and that of log-probabilities is $\log 1 = 0$. The training loss equals the correct run's to the
 #   printed digits.
 # - **Probabilities into `F.cross_entropy`**: the loss sees $\operatorname{softmax}(p)$ with every $p \in [0, 1]$,
-#   so it can never go below $\ln(1 + (V-1)/e)$, and its gradients are small. Here the argmax survives and greedy
-#   decoding still works, but the loss is stuck at that floor and tells you nothing.
+#   so it can never go below $\ln(1 + (V-1)/e)$ (printed below). Here the argmax survives and greedy decoding still
+#   works, but the loss ends at that floor and tells you nothing.
 #
 # **The probes**: `output_probe` says what a head returns; `batch_probe` runs each example alone:
 
@@ -514,7 +520,7 @@ except AttributeError as e:
 # `nn.Module.__setattr__` intercepts `self.proj = ...` to register the submodule in `self._modules`, so that
 # `parameters()`, `.to(device)` and `state_dict()` find it. That dictionary is created by `nn.Module.__init__`;
 # without it there is nowhere to register, and PyTorch stops at the first assignment. **Fix**: call
-# `super().__init__()` first in every module's `__init__`.
+# `super().__init__()` first in every module's `__init__`. No probe is needed: here PyTorch's error is the probe.
 #
 # <a id="bug-7"></a>
 #
@@ -614,7 +620,7 @@ print(causality_probe(lambda t: block(embed(t)), ids.cpu()[:, :6], tok.vocab_siz
 # Every row but the last puts all its weight on later positions: the leak is total. The last row has nothing left
 # to attend to, and its softmax over nothing is NaN, which then spreads through any loss. **The probe**: the
 # causality probe reports the NaN row and its usual cause. **Fix**: convert once, at the border: `attn_mask=
-# ~causal_mask(T)` (or `is_causal=True` with the mask). Then the block equals the course's attention:
+# ~causal_mask(T)`. Then the block equals the course's attention:
 
 # %%
 fixed = MultiHeadAttention.from_torch(block.attn)
@@ -729,19 +735,20 @@ for loss_fn in (smoothed_loss_from_probs, lambda z, t: F.cross_entropy(z, t, lab
     loss.backward()
     torch.optim.SGD(layer_copy.parameters(), lr=0.1).step()
     print(
-        f"loss {loss.item():.4g}; gradient finite: {bool(layer_copy.weight.grad.isfinite().all())}; "
-        f"weights after one step finite: {bool(layer_copy.weight.isfinite().all())}"
+        f"loss {loss.item():.4g}; NaN in the gradient: {bool(layer_copy.weight.grad.isnan().any())}; "
+        f"NaN in the weights after one step: {bool(layer_copy.weight.isnan().any())}"
     )
 z = torch.randn(2, tok.vocab_size)
 print(equality_probe(lambda z: torch.log(F.softmax(z, -1)), lambda z: F.log_softmax(z, -1), z * 100))
 
 # %% [markdown]
-# The first line is the buggy loss: infinite, its gradient NaN, and after one step every weight of the layer is NaN;
-# the model is gone. The second is `F.cross_entropy` with `label_smoothing=0.1` on the same logits: finite.
+# The first line is the buggy loss: infinite, its gradient NaN, and after one step the layer's weights are NaN: the
+# model is gone. The second is `F.cross_entropy` with `label_smoothing=0.1` on the same logits: finite.
 # **The probe**: `equality_probe` against `F.log_softmax` finds the infinities (the output is no longer finite where
 # the reference is); in training, check `torch.isfinite(loss)` before `backward`. **Fix**: never take the log of a
-# probability or of a target: `F.log_softmax` (or `F.cross_entropy(..., label_smoothing=eps, ignore_index=pad_id)`,
-# which does both), and `torch.xlogy(q, q)`, defined as 0 where `q` is 0, if you need $q \log q$.
+# probability or of a target: `F.log_softmax`, and `torch.xlogy(q, q)`, defined as 0 where `q` is 0, if you need
+# $q \log q$. Or `F.cross_entropy(..., label_smoothing=eps, ignore_index=pad_id)`, which does both safely; it spreads
+# $\varepsilon$ over all $V$ tokens, `<pad>` included, a slightly different $q$ from the one above.
 #
 # <a id="bug-11"></a>
 #
@@ -776,8 +783,8 @@ assert emb_acc < base_acc - 0.5
 # The token signal is several times the positional one, and the model never gets to positions: in the same 250
 # steps the correct start learns to reverse and this one does not (printed above). **The probe**: before any
 # training, `position_probe` on what the first layer reads (the scaled embeddings plus the encoding) permutes the
-# input and compares the change with that from new tokens; a drowned encoding moves it far less, and the report
-# flags it. **Fix**: `nn.init.normal_(weight, std=d_model **
+# input and compares the change with that from new tokens; a drowned encoding moves it far less, and below a ratio
+# of 0.2 (the probe's `drowned` argument) the report flags it. **Fix**: `nn.init.normal_(weight, std=d_model **
 # -0.5)`, as `Transformer.reset_parameters` does (or drop the $\sqrt{d_{\text{model}}}$ factor).
 #
 # <a id="bug-12"></a>
@@ -933,7 +940,8 @@ check_diagnosis(diagnose_d, "D")
 #
 # - The classic bugs are silent: a missing or flipped mask, queries from the wrong side, a squeezed encoding, a
 #   drowned one, a head normalised along the wrong axis, dropout at inference. The code runs and the loss falls.
-# - A low training loss is not evidence: the leaky models above have the lowest losses in this chapter.
+# - A low training loss is not evidence: the leaky GPT's loss is far below the correct one's, and the translator whose
+#   queries came from the encoder matched the correct one's loss while reversing nothing.
 # - Each bug breaks a property that a correct model has: causality, equality with PyTorch's module, independence
 #   from padding and from the rest of the batch, sensitivity to order, determinism in eval mode. A probe measures
 #   the property, so it finds the bug without reading the code.
