@@ -42,7 +42,8 @@ from .checks._core import GRADE_LOG
 __all__ = ["Report", "Result", "exercises", "grade", "main", "run_notebook"]
 
 # check_name( or check_name("question-id": a string literal as first argument names the question
-CHECK_CALL = re.compile(r"^[ \t]*(check_\w+)\((?:\s*[\"']([\w-]+)[\"'])?", re.MULTILINE)
+# check_prediction("question", ...) and check_diagnosis(function, "mystery") report one exercise per question
+CHECK_CALL = re.compile(r"^[ \t]*(check_\w+)\((?:\s*[\"']([\w-]+)[\"']|\s*\w+\s*,\s*[\"']([\w-]+)[\"'])?", re.MULTILINE)
 STATUSES = ("pass", "fail", "not attempted", "not run")
 
 # Run in a child process, so that a notebook that loops or kills its kernel cannot take the grader with it.
@@ -79,8 +80,8 @@ class Report:
 
 
 def exercises(path: Path) -> list[str]:
-    """The exercises a notebook contains, in order of first appearance: each checker it calls, and each
-    prediction question (``check_prediction[id]``)."""
+    """The exercises a notebook contains, in order of first appearance: each checker it calls, each
+    prediction question (``check_prediction[id]``) and each mystery diagnosed (``check_diagnosis[A]``)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -88,8 +89,8 @@ def exercises(path: Path) -> list[str]:
     for cell in nb.cells:
         if cell.cell_type == "code":
             found.update(
-                (f"{name}[{question}]" if question else name, None)
-                for name, question in CHECK_CALL.findall(cell.source)
+                (f"{name}[{question or mystery}]" if question or mystery else name, None)
+                for name, question, mystery in CHECK_CALL.findall(cell.source)
             )
     return list(found)
 
