@@ -104,6 +104,13 @@ def _check_tokens(tokens: Tensor) -> None:
         raise ValueError(f"tokens must be integer ids of shape (B, T); got {getattr(tokens, 'shape', tokens)!r}")
 
 
+def _check_per_position(outputs: Tensor, tokens: Tensor) -> None:
+    if outputs.dim() < 2 or outputs.shape[:2] != tokens.shape:
+        raise ValueError(
+            f"fn must return outputs of shape (B, T, ...) for tokens {tuple(tokens.shape)}; got {tuple(outputs.shape)}"
+        )
+
+
 def causality_probe(
     fn: Callable[[Tensor], Any],
     tokens: Tensor,
@@ -125,10 +132,7 @@ def causality_probe(
         return unsteady
     base = _run(fn, tokens)
     T = tokens.size(1)
-    if base.dim() < 2 or base.shape[:2] != tokens.shape:
-        raise ValueError(
-            f"fn must return outputs of shape (B, T, ...) for tokens {tuple(tokens.shape)}; got {tuple(base.shape)}"
-        )
+    _check_per_position(base, tokens)
     bad = ~torch.isfinite(base).flatten(2).all(-1) if base.dim() > 2 else ~torch.isfinite(base)  # (B, T)
     if bad.any():
         positions = sorted({int(t) for t in bad.nonzero()[:, 1]})
@@ -380,10 +384,7 @@ def position_probe(
         perm = torch.randperm(T, generator=generator)
     perm = perm.to(tokens.device)
     base = _run(fn, tokens)
-    if base.dim() < 2 or base.shape[:2] != tokens.shape:
-        raise ValueError(
-            f"fn must return outputs of shape (B, T, ...) for tokens {tuple(tokens.shape)}; got {tuple(base.shape)}"
-        )
+    _check_per_position(base, tokens)
     beyond = float((_run(fn, tokens[:, perm]) - base[:, perm]).norm())
     from_tokens = float((_run(fn, tokens.roll(1, dims=0)) - base).norm())
     share = beyond / max(from_tokens, 1e-30)

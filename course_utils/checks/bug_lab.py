@@ -17,8 +17,9 @@ from torch import Tensor, nn
 from ..attention import MultiHeadAttention
 from ..encoder import Encoder
 from ..masks import padding_mask
-from ..positional import sinusoidal_encoding
-from ._core import NotWritten, NotYet, Verdict, call, verdict
+from ..positional import PositionalEncoding
+from ._core import NotYet, Verdict, call, verdict
+from .predictions import Question, judge
 
 __all__ = ["MYSTERIES", "Mystery", "check_diagnosis", "check_future_leak", "mystery_model"]
 
@@ -44,21 +45,27 @@ class _LanguageModel(nn.Module):
         return self.head(self.norm(x + out))  # (B, T, V)
 
 
-class _Encoder(nn.Module):
-    """Mystery B: an encoder, ids (B, T) -> states (B, T, d_model)."""
+class _EmbeddedEncoder(nn.Module):
+    """Embeddings (N(0, 1/d) start, scaled by sqrt(d)), the sinusoidal encoding and an encoder stack."""
 
-    def __init__(self, d_model: int = 32, n_heads: int = 4, max_len: int = 64) -> None:
+    def __init__(self, n_layers: int, d_model: int = 32, n_heads: int = 4) -> None:
         super().__init__()
         self.d_model = d_model
         self.embed = nn.Embedding(VOCAB, d_model)
         nn.init.normal_(self.embed.weight, std=d_model**-0.5)
-        self.pe: Tensor
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
-        self.encoder = Encoder(d_model, n_heads, 2 * d_model, n_layers=2, dropout=0.1)
+        self.positional = PositionalEncoding(d_model, max_len=64)
+        self.encoder = Encoder(d_model, n_heads, 2 * d_model, n_layers=n_layers, dropout=0.1)
+
+
+class _Encoder(_EmbeddedEncoder):
+    """Mystery B: an encoder, ids (B, T) -> states (B, T, d_model)."""
+
+    def __init__(self) -> None:
+        super().__init__(n_layers=2)
 
     def forward(self, tokens: Tensor) -> Tensor:
         x = self.embed(tokens) * math.sqrt(self.d_model)
-        x.add(self.pe[: tokens.size(1)])
+        x.add(self.positional.pe[: tokens.size(1)])
         out: Tensor = self.encoder(x, padding_mask(tokens, PAD))
         return out
 
@@ -71,38 +78,31 @@ class _Attention(MultiHeadAttention):
         return x.view(B, self.n_heads, T, self.d_k)
 
 
-class _Classifier(nn.Module):
+class _Classifier(_EmbeddedEncoder):
     """Mystery D: a sequence classifier, ids (B, T) -> class logits (B, 3)."""
 
-    def __init__(self, d_model: int = 32, n_heads: int = 4, max_len: int = 64) -> None:
-        super().__init__()
-        self.d_model = d_model
-        self.embed = nn.Embedding(VOCAB, d_model)
-        nn.init.normal_(self.embed.weight, std=d_model**-0.5)
-        self.pe: Tensor
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
-        self.encoder = Encoder(d_model, n_heads, 2 * d_model, n_layers=1, dropout=0.1)
-        self.head = nn.Linear(d_model, 3)
+    def __init__(self) -> None:
+        super().__init__(n_layers=1)
+        self.head = nn.Linear(self.d_model, 3)
 
     def forward(self, tokens: Tensor) -> Tensor:
-        x = self.embed(tokens) * math.sqrt(self.d_model) + self.pe[: tokens.size(1)]
+        x = self.positional(self.embed(tokens) * math.sqrt(self.d_model))
         states = self.encoder(x, padding_mask(tokens, PAD))  # (B, T, d_model)
         return self.head(states.mean(dim=1))  # (B, 3)
 
 
 @dataclass(frozen=True)
-class Mystery:
-    """A mystery module: what it is, how to call it, the diagnosis choices and what each one means."""
+class Mystery(Question):
+    """A diagnosis question about a mystery module: ``what`` it is and how to call it, and the ``probe`` that
+    catches its bug."""
 
-    what: str
-    choices: dict[str, str]
-    answer: str
-    why: dict[str, str]
-    probe: str  # the probe that catches it
+    what: str = ""
+    probe: str = ""
 
 
 MYSTERIES: dict[str, Mystery] = {
     "A": Mystery(
+        chapter="09",
         what="a one-block language model: ids (B, T) -> next-token logits (B, T, 12)",
         choices={
             "a": "no causal mask: every position sees the whole sequence",
@@ -123,6 +123,7 @@ MYSTERIES: dict[str, Mystery] = {
         probe="causality_probe",
     ),
     "B": Mystery(
+        chapter="09",
         what="an encoder: ids (B, T) -> states (B, T, 32)",
         choices={
             "a": "the positional encoding never reaches the encoder",
@@ -144,6 +145,7 @@ MYSTERIES: dict[str, Mystery] = {
         probe="position_probe",
     ),
     "C": Mystery(
+        chapter="09",
         what="multi-head attention, a drop-in for nn.MultiheadAttention(batch_first=True): (x, x, x) -> (out, weights)",
         choices={
             "a": "scores divided by sqrt(d_model) instead of sqrt(d_k)",
@@ -165,6 +167,7 @@ MYSTERIES: dict[str, Mystery] = {
         probe="equality_probe",
     ),
     "D": Mystery(
+        chapter="09",
         what="a sequence classifier: ids (B, T), padded with id 0 -> class logits (B, 3)",
         choices={
             "a": "dropout left on at inference",
@@ -210,18 +213,10 @@ def check_diagnosis(diagnose: Callable[[], str] | str | None, name: str) -> Verd
     if name not in MYSTERIES:
         raise KeyError(f"no mystery {name!r}; there are {', '.join(MYSTERIES)}")
     m = MYSTERIES[name]
-    letters = ", ".join(f'"{letter}"' for letter in m.choices)
 
     def run() -> str:
         answer = call(diagnose) if callable(diagnose) else diagnose
-        if answer is None:
-            raise NotWritten(f"probe mystery {name}, then return one of {letters} and run the cell.")
-        choice = str(answer).strip().lower().strip("()")
-        if choice not in m.choices:
-            raise NotYet(f"{answer!r} is not one of the choices: answer with one of {letters}.")
-        if choice != m.answer:
-            raise NotYet(f"not this one: ({choice}) {m.choices[choice]}. {m.why[choice]}")
-        return f"right: ({choice}) {m.choices[choice]}. {m.why[choice]}"
+        return judge(m, answer, f"probe mystery {name}, then return one of {{letters}} and run the cell.")
 
     return verdict(run, name=f"check_diagnosis[{name}]")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ._core import NotWritten, NotYet, Verdict, verdict
 
-__all__ = ["QUESTIONS", "Question", "check_prediction"]
+__all__ = ["QUESTIONS", "Question", "check_prediction", "judge"]
 
 
 @dataclass(frozen=True)
@@ -225,24 +225,34 @@ QUESTIONS: dict[str, Question] = {
 }
 
 
+def judge(q: Question, answer: object, unanswered: str, after_wrong: str = "", after_right: str = "") -> str:
+    """The verdict on a multiple-choice ``answer`` (a letter, in any case, with or without parentheses): the
+    explanation of the choice, raised as ``NotYet`` unless it is the answer. ``unanswered`` (with ``{letters}``)
+    is the message while the answer is still None."""
+    letters = ", ".join(f'"{letter}"' for letter in q.choices)
+    if answer is None:
+        raise NotWritten(unanswered.format(letters=letters))
+    choice = str(answer).strip().lower().strip("()")
+    if choice not in q.choices:
+        raise NotYet(f"{answer!r} is not one of the choices: answer with one of {letters}.")
+    if choice != q.answer:
+        raise NotYet(f"not quite: ({choice}) {q.choices[choice]}. {q.why[choice]}{after_wrong}")
+    return f"right: ({choice}) {q.choices[choice]}. {q.why[choice]}{after_right}"
+
+
 def check_prediction(question: str, answer: str | None) -> Verdict:
     """Respond to a prediction: ``answer`` is one letter of ``QUESTIONS[question].choices`` (None: not made yet)."""
     if question not in QUESTIONS:
         raise KeyError(f"no question {question!r}; known: {', '.join(sorted(QUESTIONS))}")
     q = QUESTIONS[question]
-    letters = ", ".join(f'"{letter}"' for letter in q.choices)
 
     def run() -> str:
-        if answer is None:
-            raise NotWritten(f"make your prediction first: set my_prediction to one of {letters}, then run the cell.")
-        choice = str(answer).strip().lower().strip("()")
-        if choice not in q.choices:
-            raise NotYet(f"{answer!r} is not one of the choices: answer with one of {letters}.")
-        if choice != q.answer:
-            raise NotYet(
-                f"not quite: ({choice}) {q.choices[choice]}. {q.why[choice]} "
-                "Run the next cell and see which choice the measurement supports."
-            )
-        return f"right: ({choice}) {q.choices[choice]}. {q.why[choice]} The next cell measures it."
+        return judge(
+            q,
+            answer,
+            "make your prediction first: set my_prediction to one of {letters}, then run the cell.",
+            after_wrong=" Run the next cell and see which choice the measurement supports.",
+            after_right=" The next cell measures it.",
+        )
 
     return verdict(run, name=f"check_prediction[{question}]")

@@ -84,7 +84,8 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 # learns to reverse strings of 8 letters `a`–`j` in 250 steps. Every output letter comes from one source position,
 # so the task needs positions, attention and masks to work. `reverser()` builds it (seeded, so every variant starts
 # from the same weights), `fit()` trains it on 20,000 pairs (the same batches each time), and `accuracy()` greedy-
-# decodes 200 held-out strings and returns the share reversed exactly.
+# decodes 200 held-out strings and returns the share reversed exactly. `swap_modules(model, kind, make)` puts a
+# buggy module in place of each submodule of one type, with the same weights, so that only the code differs.
 
 # %% tags=["nbval-ignore-output"]
 tok = CharTokenizer.from_texts(["abcdefghij"])  # 10 letters and <pad>, <bos>, <eos>, <unk>
@@ -97,11 +98,23 @@ def reverser(d_model=32, n_heads=2, dropout=0.0, cls=Transformer):
                dropout=dropout, max_len=64)  # fmt: skip
 
 
-def fit(model, pairs=train_pairs, steps=250, desc="training"):
-    src, tgt = encode_pairs(pairs, tok, tok)  # (N, S), (N, T + 2) with <bos> ... <eos>
+def fit(model, pairs=train_pairs, steps=250, desc="training", data=None, loss_fn=None):
+    """Train on pairs (or on data, (sources, targets) as id tensors) with seq2seq_loss (or loss_fn)."""
+    src, tgt = data if data is not None else encode_pairs(pairs, tok, tok)  # (N, S), (N, T + 2): <bos> ... <eos>
     config = TrainConfig(steps=steps, batch_size=64, lr=5e-3, warmup_steps=40, schedule="cosine", label_smoothing=0.0)
-    return train(model, random_batches(src, tgt, batch_size=64), lambda m, s, t: seq2seq_loss(m, s, t, tok.pad_id),
-                 config, device=device, desc=desc)  # fmt: skip
+    loss_fn = loss_fn or (lambda m, s, t: seq2seq_loss(m, s, t, tok.pad_id))
+    return train(model, random_batches(src, tgt, batch_size=64), loss_fn, config, device=device, desc=desc)
+
+
+def swap_modules(model, kind, make):
+    """Replace every submodule of type kind with make(old), carrying old's weights over: the bug is in the code."""
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if type(child) is kind:
+                new = make(child)
+                new.load_state_dict(child.state_dict())
+                setattr(module, name, new)
+    return model
 
 
 def accuracy(model, pairs=test_pairs, extra_padding=0):
@@ -229,9 +242,7 @@ def tiny_gpt(leaky):
     set_seed(0)
     model = GPT(chars.vocab_size, block_size=16, d_model=48, n_heads=4, n_layers=1)
     if leaky:  # the same weights in a block without the mask
-        for i, block in enumerate(model.blocks):
-            model.blocks[i] = LeakyBlock(48, 4, 192)
-            model.blocks[i].load_state_dict(block.state_dict())
+        swap_modules(model, GPTBlock, lambda block: LeakyBlock(48, 4, 192))
     return model
 
 
@@ -315,10 +326,7 @@ class QueriesFromEncoder(DecoderLayer):
 
 
 def with_swapped_cross_attention(model):
-    for i, layer in enumerate(model.decoder.layers):
-        model.decoder.layers[i] = QueriesFromEncoder(32, 2, 64, dropout=0.0)
-        model.decoder.layers[i].load_state_dict(layer.state_dict())
-    return model.to(device)
+    return swap_modules(model, DecoderLayer, lambda layer: QueriesFromEncoder(32, 2, 64, dropout=0.0)).to(device)
 
 
 try:
@@ -352,11 +360,9 @@ def decode_fixed(model, src):
 
 src, tgt = with_bos(train_pairs)
 test_src, test_tgt = (t.to(device) for t in with_bos(test_pairs))
-config = TrainConfig(steps=250, batch_size=64, lr=5e-3, warmup_steps=40, schedule="cosine", label_smoothing=0.0)
 for name in ("correct", "queries from the encoder"):
     model = reverser() if name == "correct" else with_swapped_cross_attention(reverser())
-    h = train(model, random_batches(src, tgt, batch_size=64), lambda m, s, t: seq2seq_loss(m, s, t, tok.pad_id),
-              config, device=device, desc=name)  # fmt: skip
+    h = fit(model, data=(src, tgt), desc=name)
     model.eval()
     exact = (decode_fixed(model, test_src)[:, 1:] == test_tgt[:, 1:9]).all(-1).float().mean().item()
     print(f"{name:>24}: last training loss {h.loss[-1]:.4f}, exact match {exact:.1%}")
@@ -402,15 +408,7 @@ print(equality_probe(HandmadeLayerNorm(32), nn.LayerNorm(32), x))
 
 
 # %% tags=["nbval-ignore-output"]
-def replace_layer_norms(model):
-    for module in list(model.modules()):
-        for name, child in module.named_children():
-            if isinstance(child, LayerNorm):
-                setattr(module, name, HandmadeLayerNorm(child.weight.numel()))
-    return model
-
-
-model = replace_layer_norms(reverser())
+model = swap_modules(reverser(), LayerNorm, lambda norm: HandmadeLayerNorm(norm.weight.numel()))
 h = fit(model, desc="handmade LayerNorm")
 ln_acc = accuracy(model)
 print(f"handmade LayerNorm: last training loss {h.loss[-1]:.4f}, exact match {ln_acc:.1%} "
@@ -550,16 +548,6 @@ print(equality_probe(lambda x: ours(x, x, x), lambda x: torch_attention(x, x, x,
 
 
 # %% tags=["nbval-ignore-output"]
-def with_attention(model, cls):
-    for module in list(model.modules()):
-        for name, child in module.named_children():
-            if type(child) is MultiHeadAttention:
-                replacement = cls(child.d_model, child.n_heads)
-                replacement.load_state_dict(child.state_dict())
-                setattr(module, name, replacement)
-    return model
-
-
 def peak(model):
     """Mean largest cross-attention weight per row, on the test sources."""
     src, tgt = (t.to(device) for t in encode_pairs(test_pairs, tok, tok))
@@ -569,7 +557,9 @@ def peak(model):
 
 
 for name in ("sqrt(d_k)", "sqrt(d_model)"):
-    model = reverser(n_heads=8) if name == "sqrt(d_k)" else with_attention(reverser(n_heads=8), WideScaleAttention)
+    model = reverser(n_heads=8)
+    if name == "sqrt(d_model)":
+        swap_modules(model, MultiHeadAttention, lambda attn: WideScaleAttention(attn.d_model, attn.n_heads))
     model.to(device)
     before = peak(model)
     h = fit(model, steps=150, desc=name)
@@ -701,9 +691,7 @@ def smoothed_seq2seq_loss(model, src, tgt):
 
 
 model = reverser()
-src, tgt = encode_pairs(train_pairs, tok, tok)
-config = TrainConfig(steps=150, batch_size=64, lr=5e-3, warmup_steps=40, schedule="cosine", label_smoothing=0.0)
-h = train(model, random_batches(src, tgt, batch_size=64), smoothed_seq2seq_loss, config, device=device, desc="log q")
+h = fit(model, steps=150, desc="log q", loss_fn=smoothed_seq2seq_loss)
 nan_steps = sum(math.isnan(v) for v in h.loss)
 print(f"NaN losses: {nan_steps} of {len(h.loss)} steps; exact match after training {accuracy(model):.1%}")
 assert nan_steps == len(h.loss)
