@@ -79,6 +79,7 @@ def test_the_nanogpt_shakespeare_size_has_10_65_million_parameters_and_tied_weig
     assert total - model.position_embed.weight.numel() == 10_646_784  # nanoGPT reports "10.65M"
 
 
+@pytest.mark.slow
 def test_a_small_gpt_learns_a_repeating_sequence():
     model = small().train()
     pattern = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6, 5, 3] * 10)

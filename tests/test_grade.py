@@ -8,6 +8,8 @@ import pytest
 
 from course_utils.grade import exercises, grade, main, run_notebook
 
+pytestmark = pytest.mark.slow  # every test here runs notebooks in a kernel
+
 SETUP = "import torch\nfrom course_utils.checks import check_causal_mask, check_padding_mask, check_sliding_window_mask"
 RIGHT = "def right(size):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool))"
 

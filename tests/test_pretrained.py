@@ -100,6 +100,7 @@ def test_an_unknown_name_lists_the_known_ones():
         load_pretrained("bert")
 
 
+@pytest.mark.slow
 def test_the_translator_reproduces_its_recorded_bleu_and_beam_search_beats_greedy_decoding():
     from course_utils.bpe import BPETokenizer
     from course_utils.multi30k import load_multi30k
@@ -119,8 +120,10 @@ def test_the_translator_reproduces_its_recorded_bleu_and_beam_search_beats_greed
         hypotheses = translate(model, tokenizer, [s for s, _ in pairs], beam_size=beam_size, alpha=alpha)
         return bleu(hypotheses, [t for _, t in pairs])[0]
 
-    assert score("val", 4) == pytest.approx(recorded[f"val_bleu_beam4_alpha{alpha}"], abs=0.01)
+    # Another processor rounds the logits differently in their last bits, which can tip a near-tie between two
+    # words in a sentence or two; each such sentence moves a corpus BLEU by a few hundredths.
+    assert score("val", 4) == pytest.approx(recorded[f"val_bleu_beam4_alpha{alpha}"], abs=0.2)
     greedy, beam = score("test", 1), score("test", 4)
-    assert (greedy, beam) == pytest.approx((recorded["bleu_beam1"], recorded["bleu_beam4"]), abs=0.01)
+    assert (greedy, beam) == pytest.approx((recorded["bleu_beam1"], recorded["bleu_beam4"]), abs=0.2)
     assert max(greedy, beam) >= 33
     assert beam >= greedy + 0.5

@@ -24,6 +24,7 @@ from course_utils import (
 )
 
 
+@pytest.mark.slow
 def test_a_small_transformer_learns_to_reverse_strings():
     set_seed(0)
     tok = CharTokenizer("abcdefghij")
@@ -78,6 +79,7 @@ def test_seq2seq_loss_shifts_the_target_and_ignores_padding():
     assert_close(loss, F.cross_entropy(logits[0], tgt[0, 1:4], label_smoothing=0.1))
 
 
+@pytest.mark.slow
 def test_train_records_history_and_evaluations():
     model = Transformer(10, 10, d_model=16, n_heads=2, n_layers=1, d_ff=32)
     src, tgt = torch.randint(3, 10, (32, 5)), torch.randint(3, 10, (32, 4))
@@ -92,6 +94,7 @@ def test_train_records_history_and_evaluations():
     assert len(history.eval_seconds) == 2 and 0 < history.eval_seconds[0] < history.eval_seconds[1] <= history.seconds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("training", [True, False])
 def test_train_leaves_the_model_in_the_mode_it_found(training):
     model = Transformer(10, 10, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.5).train(training)
