@@ -37,8 +37,8 @@ class Recipe(Generic[ModelConfig]):
     eval_batches: int = 20
 
 
-# Chapter 06: date normalisation, at least 99% of unseen dates right after half a minute of training on a laptop
-# CPU. Fresh examples every step leave nothing to overfit: no dropout.
+# Chapter 06: date normalisation, 97% to 99.9% of unseen dates right (five seeds, tools/seed_spread.py) after half a
+# minute of training on a laptop CPU. Fresh examples every step leave nothing to overfit: no dropout.
 DATE_TRANSFORMER = Recipe(
     model=TransformerConfig(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0, max_len=64),
     training=TrainConfig(steps=500, batch_size=64, lr=5e-3, warmup_steps=50, schedule="cosine", label_smoothing=0.1),

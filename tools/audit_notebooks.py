@@ -8,7 +8,10 @@
 3. Every measured-looking number a Markdown cell states (``0.174``, ``99.7%``, ``1.3×``, ``47,117``) appears in
    the chapter: in an output, or in the code (where a constant is set). A claim that no cell prints is a claim
    that can silently go stale. Constants that are nobody's output (the paper's values) are listed in ALLOWED.
-4. No forward references: each public name of ``course_utils`` belongs to the chapter that teaches it
+4. A number stated in Markdown that only a cell whose output nbval does not compare prints (a trained model's
+   figure, a timing, a sampled text: what another processor prints otherwise) is given as this run's: its sentence
+   says so ("in the run saved here", "this run", "your run"), or gives it as approximate ("about", "≈").
+5. No forward references: each public name of ``course_utils`` belongs to the chapter that teaches it
    (TAUGHT_IN); a notebook that imports a name from a later chapter must mark it as a preview, in a Markdown
    line that starts ``> **Preview**`` and names it in backticks, with what it does.
 """
@@ -160,14 +163,39 @@ def _supported(value: float, places: int, candidates: Iterable[float], percent: 
     return False
 
 
-def unsupported_numbers(name: str, cells: list[dict], allowed: set[str] = ALLOWED) -> list[Finding]:
-    support = "\n".join(_source(c) + "\n" + _output_text(c) for c in cells if c["cell_type"] == "code")
-    candidates = set()
-    for match in NUMBER.finditer(support):
+def _compared(cell: dict) -> bool:
+    tags = cell.get("metadata", {}).get("tags", [])
+    return "nbval-ignore-output" not in tags and "NBVAL_IGNORE_OUTPUT" not in _source(cell)
+
+
+def _numbers(text: str) -> set[float]:
+    found = set()
+    for match in NUMBER.finditer(text):
         try:
-            candidates.add(_value(match.group(0).rstrip(",")))
+            found.add(_value(match.group(0).rstrip(",")))
         except ValueError:
             continue
+    return found
+
+
+# Words that give a figure as one run's, or as approximate.
+THIS_RUN = re.compile(
+    r"\b(?:this run|the run (?:saved|shown)|runs? saved|in the run|saved run|your run|about|around|roughly)\b|≈|~",
+    re.IGNORECASE,
+)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*`$])|\n\s*\n|\n(?=\s*[-|#>])")
+
+
+def _sentence(text: str, position: int) -> str:
+    starts = [0] + [m.end() for m in SENTENCE_END.finditer(text) if m.end() <= position]
+    end = next((m.start() for m in SENTENCE_END.finditer(text) if m.start() > position), len(text))
+    return text[starts[-1] : end]
+
+
+def unsupported_numbers(name: str, cells: list[dict], allowed: set[str] = ALLOWED) -> list[Finding]:
+    code = [c for c in cells if c["cell_type"] == "code"]
+    candidates = _numbers("\n".join(_source(c) + ("\n" + _output_text(c) if _compared(c) else "") for c in code))
+    of_this_run = _numbers("\n".join(_output_text(c) for c in code if not _compared(c)))
     findings = []
     for i, cell in enumerate(cells):
         if cell["cell_type"] != "markdown":
@@ -178,9 +206,15 @@ def unsupported_numbers(name: str, cells: list[dict], allowed: set[str] = ALLOWE
             number = next(g for g in match.groups() if g is not None)
             if claim in allowed or number in allowed:
                 continue
-            value, places = _value(number), _places(number)
-            if not _supported(value, places, candidates, percent=match.group("pct") is not None):
+            value, places, percent = _value(number), _places(number), match.group("pct") is not None
+            if _supported(value, places, candidates, percent):
+                continue
+            if not _supported(value, places, of_this_run, percent):
                 findings.append(Finding(name, i, "number stated but printed nowhere in the chapter", claim))
+            elif not THIS_RUN.search(_sentence(text, match.start())):
+                findings.append(
+                    Finding(name, i, "a figure of this run (its output is not compared) stated as fixed", claim)
+                )
     return findings
 
 

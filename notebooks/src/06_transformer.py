@@ -386,9 +386,9 @@ check_greedy_decode(my_greedy_decode)
 accuracy, predictions = exact_match(model, test_pairs, src_tok, tgt_tok)
 right = round(accuracy * len(test_pairs))
 print(f"held-out exact-match accuracy: {accuracy:.2%} ({right} of {len(test_pairs)} examples)")
-# The CPU run is reproducible: at least 99%. Elsewhere (a GPU computes in another order) the run differs, and a
-# percent or two either way is normal: the bound is then a looser 95%.
-assert accuracy >= (0.99 if device.type == "cpu" else 0.95), "far fewer unseen dates right than this recipe gets"
+# Another processor (or a GPU) rounds differently in the last bits, and 500 steps carry that into other weights:
+# five seeds of this recipe got 97.1% to 99.9%. Below 96% something is wrong.
+assert accuracy >= 0.96, "far fewer unseen dates right than this recipe gets"
 
 # %% [markdown]
 # Greedy decoding of one example, step by step. `greedy_decode` writes the ids; to see the probability of each step,
@@ -449,10 +449,12 @@ print(f"{len(failures)} failures, {one_field} of them with exactly one field wro
 
 # %% [markdown]
 # The last line sums the list up. In the run saved with this notebook, every failure has the form YYYY-MM-DD and
-# exactly one field wrong, and that field has the right digits in the wrong order or one digit wrong: the model
-# read the right field, but slipped on its digits. Train longer, with another seed, or on a GPU, and the list
-# changes. What stays is the figure that matters, asserted above: on the CPU at least 99% of the test examples,
-# all of them dates the model never saw, normalised exactly.
+# exactly one field wrong, most often a day whose two digits came out in the wrong order: the model read the right
+# field, but slipped on its digits. Train longer, with another seed, or on another processor, and the list changes:
+# a processor rounds the last bits of every sum in its own way, and 500 training steps carry those differences into
+# other weights. What stays is the figure that matters: nearly every test example, all of them dates the model never
+# saw, normalised exactly. Five seeds of this recipe (`tools/seed_spread.py dates`) got 97.1% to 99.9%; the run
+# saved here got the accuracy printed above, and the cell asserts at least 96% wherever it runs.
 #
 # ## 7. Inside the model: cross-attention
 #
@@ -613,9 +615,10 @@ real = t_in != tgt_tok.pad_id  # padded positions never reach the loss; PyTorch 
 with torch.no_grad():
     gap = (model(s, t_in, *masks) - torch_model(s, t_in, *masks))[real].abs().max().item()
 torch_accuracy, torch_predictions = exact_match(torch_model, test_pairs, src_tok, tgt_tok)
-print(f"largest logit difference {gap:.1e}; held-out accuracy {torch_accuracy:.2%} (ours {accuracy:.2%});",
-      f"same prediction for {sum(p == q for p, q in zip(predictions, torch_predictions))} of {len(test_pairs)} examples")  # fmt: skip
-assert gap < 1e-4 and torch_predictions == predictions
+assert gap < 1e-4 and torch_predictions == predictions and torch_accuracy == accuracy
+print("largest logit difference below 1e-4 (float rounding);",
+      f"same prediction for {sum(p == q for p, q in zip(predictions, torch_predictions))} of {len(test_pairs)} examples,",
+      "so the same held-out accuracy")  # fmt: skip
 
 # %% [markdown]
 # The same logits to float precision, the same answer for every example: the model we built from scratch is a real
@@ -639,8 +642,8 @@ assert gap < 1e-4 and torch_predictions == predictions
 #
 # - The Transformer = scaled embeddings + positional encoding + encoder + decoder + output projection.
 # - Trained with label smoothing and a warm-up schedule, a 0.17 M-parameter model learns to normalise dates in
-#   about half a minute on a laptop CPU, and gets at least 99% of test examples, all on **unseen** dates, exactly
-#   right.
+#   about half a minute on a laptop CPU, and gets 97% to 99.9% of test examples (five seeds), all on **unseen** dates,
+#   exactly right.
 # - Label smoothing puts a floor under the loss, the entropy of the smoothed targets; an untrained model starts
 #   at $\ln V$.
 # - Cross-attention reveals the alignment it learnt, and can be measured, not just admired.

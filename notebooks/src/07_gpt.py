@@ -305,7 +305,7 @@ else:
 # `evaluation_curve(history, levels=...)` draws each evaluation's figures against the step, over the loss of
 # every training batch (grey), with labelled reference lines:
 
-# %%
+# %% tags=["nbval-ignore-output"]
 model.eval()  # from here on the model writes, it does not learn: dropout off
 best_val = min(losses["val"] for _, losses in history.evals)
 print(f"first training batch: loss {history.loss[0]:.3f} (ln {tokenizer.vocab_size} = {uniform:.3f})")
@@ -313,17 +313,25 @@ for step, losses in history.evals:
     print(f"step {step:5d}: train loss {losses['train']:.3f}, validation loss {losses['val']:.3f}, "
           f"gap {losses['val'] - losses['train']:.3f}")  # fmt: skip
 print(f"best validation loss: {best_val:.3f}")
-for name, r in (("this run", recipe), ("the GPU recipe", SHAKESPEARE_GPT_GPU)):
-    characters_read = r.training.steps * r.training.batch_size * r.model.block_size
-    print(f"{name}: training predicts {characters_read:,} characters, {characters_read / len(train_ids):.2f} times "
-          f"the length of the training text")  # fmt: skip
 assert best_val < 2.2, "the model should have learnt a good deal of the text's structure"
 if recipe == SHAKESPEARE_GPT_CPU:
-    assert best_val <= 1.95, "the CPU recipe gets below 1.95"
+    assert best_val < 2.0, "four seeds of the CPU recipe got 1.920 to 1.943"
     gaps = [losses["val"] - losses["train"] for _, losses in history.evals]
     assert gaps[-1] > gaps[0] > 0, "without dropout, the gap between the curves widens"
 evaluation_curve(history, title="Tiny Shakespeare: training and validation loss",
                  levels={f"ln {tokenizer.vocab_size}: a uniform guess": uniform})  # fmt: skip
+
+# %% [markdown]
+# The figures above are this run's: another processor rounds the last bits of every sum in its own way, and a
+# thousand training steps carry those differences into other weights, so your run prints other losses in the second
+# or third decimal (the cell asserts what holds for every run). How much of the training text the recipes read does
+# not depend on the processor:
+
+# %%
+for name, r in (("this run", recipe), ("the GPU recipe", SHAKESPEARE_GPT_GPU)):
+    characters_read = r.training.steps * r.training.batch_size * r.model.block_size
+    print(f"{name}: training predicts {characters_read:,} characters, {characters_read / len(train_ids):.2f} times "
+          f"the length of the training text")  # fmt: skip
 
 # %% [markdown]
 # The grey training loss starts at about the $\ln 65$ line, as chapter 02's first-loss check predicts, and both
@@ -336,9 +344,10 @@ evaluation_curve(history, title="Tiny Shakespeare: training and validation loss"
 # has no dropout; the GPU recipe, which reads its training text many times over (printed above), uses dropout
 # 0.2 (chapter 04) against such overfitting.
 #
-# The CPU model, small and trained for about a minute, gets below 1.95 (the cell above asserts it). On a GPU
+# The CPU model, small and trained for about a minute, gets to a validation loss of about 1.92 to 1.94 (four seeds of
+# its recipe, `tools/seed_spread.py shakespeare`; the cell with the losses asserts below 2.0). On a GPU
 # this notebook trains `SHAKESPEARE_GPT_GPU` instead; the course has not measured yet which validation loss that
-# run reaches (the cell above asserts only that it gets below 2.2).
+# run reaches (that cell asserts only that it gets below 2.2).
 #
 # ## 6. Samples during training
 #
@@ -382,7 +391,7 @@ for (step, _), sample in zip(history.evals, samples):
 # The next-character distribution after "ROMEO:\nWhat light through yonder window br", at three temperatures
 # (the eight most likely characters):
 
-# %%
+# %% tags=["nbval-ignore-output"]
 context = "ROMEO:\nWhat light through yonder window br"
 ids = torch.tensor([tokenizer.encode(context)[-model_config.block_size :]], device=device)
 with torch.no_grad():
@@ -403,7 +412,8 @@ fig
 # %% [markdown]
 # The order of the characters is the same at every temperature; only how much of the probability the first
 # few take changes. Notice the ranking itself: the model has not learnt Romeo's line ("... yonder window
-# breaks"); here it puts 'o' first and 'e' only second (printed above).
+# breaks"); in the run saved here it puts 'o' first, ahead of 'e' (printed above). Your run's model holds other
+# weights in their last digits, and may rank the characters a little differently.
 #
 # **Predict, then run.** The next cell draws the next character of this context 2,000 times at each of the
 # temperatures 1, 0.5, 0.1 and 0.02. As the temperature goes to 0, the draws become...
@@ -419,7 +429,7 @@ my_prediction = "b"
 ### END SOLUTION
 check_prediction("temperature-to-zero", my_prediction)  # your answer: "a", "b", "c" or "d"
 
-# %%
+# %% tags=["nbval-ignore-output"]
 n_draws = 2000
 greedy = logits.argmax().item()  # the most likely character
 greedy_share = {}
