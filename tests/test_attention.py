@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import no_empty_rows
+from helpers import no_empty_rows
 from torch.testing import assert_close
 
 from course_utils import causal_mask, scaled_dot_product_attention

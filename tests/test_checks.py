@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import verdict
+from helpers import verdict
 
 from course_utils import causal_mask, padding_mask, scaled_dot_product_attention, sinusoidal_encoding
 from course_utils.checks import (

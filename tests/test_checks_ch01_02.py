@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import todo, verdict
+from helpers import todo, verdict
 
 from course_utils import scaled_dot_product_attention
 from course_utils.checks import (

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import todo, verdict
+from helpers import todo, verdict
 
 from course_utils.checks import (
     check_gpt_block,

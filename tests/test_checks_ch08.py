@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 import torch
-from conftest import todo, verdict
+from helpers import todo, verdict
 
 from course_utils.bpe import merge_pair
 from course_utils.checks import check_beam_step, check_bpe_segment, check_ngram_matches

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import no_empty_rows
+from helpers import no_empty_rows
 from torch import nn
 from torch.testing import assert_close
 
