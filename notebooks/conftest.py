@@ -1,33 +1,41 @@
 """How pytest runs the notebooks (nbval executes each one cell by cell, in one kernel) beside the tests.
 
-``make test`` runs them in parallel with pytest-xdist, ``-n 2 --dist loadgroup``: here every cell of a notebook joins
-one xdist group, so that a notebook runs in one worker, in order (the cells share a kernel). Work is handed out in
-the order of the collection, so the longest items go first, the many quick tests last, where they fill the gaps:
-the chapters from the last (the longest) to the first, then the other tests that execute notebooks or train, then
-the rest.
+``make test`` runs them in parallel with pytest-xdist (``-n 2 --dist loadscope``). A notebook's cells share one
+kernel, so they must run in one worker, in order: here a notebook is one unit of work, and every other test a unit
+of its own, so that the tests fill the gaps the notebooks leave. xdist hands out the units with the most items
+first (the notebooks), then the others in the order of the collection, which puts the slow tests (student editions
+run through the grader, training; the later chapters first) before the quick ones.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
-CHAPTER = re.compile(r"\b(\d\d)_\w+")
+CHAPTER = re.compile(r"\[(\d\d)_")  # a test parametrized by chapter: test_...[09_bug_lab.ipynb]
 
 
-def _cost_rank(item: pytest.Item) -> tuple[int, int]:
-    """Notebooks first, then slow tests, then the rest; within each, the later chapters first."""
-    chapter = CHAPTER.search(item.path.name if item.path.suffix == ".ipynb" else item.name)
-    later_first = -int(chapter.group(1)) if chapter else 0
-    if item.path.suffix == ".ipynb":
-        return 0, later_first
-    return (1 if item.get_closest_marker("slow") else 2), later_first
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebookScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") else nodeid
+
+    return NotebookScheduling(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist turns the groups into node ids
+def _order(item: pytest.Item) -> tuple[bool, int]:
+    """Slow tests first, and among tests by chapter the later (longer) chapters first."""
+    chapter = CHAPTER.search(item.name)
+    return not item.get_closest_marker("slow"), -int(chapter.group(1)) if chapter else 0
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.suffix == ".ipynb":
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
-    items.sort(key=_cost_rank)  # stable: the cells of a notebook keep their order
+    items.sort(key=_order)  # stable: a notebook's cells keep their order
