@@ -81,35 +81,42 @@ def save(
     return path
 
 
-def date_transformer() -> Path:
-    """Chapter 06's run: the same data, seeds, model and recipe, on the CPU."""
+def train_date_transformer(seed: int = 0) -> tuple[Transformer, History, float]:
+    """Chapter 06's run: the same data, model and recipe, on the CPU; ``seed`` sets the initial weights and the order
+    of the batches (the chapter's is 0). Returns the model, its history and its held-out exact match."""
     recipe = PRETRAINED["date_transformer"]
     set_seed(0)
     task = DateTask(seed=0)
     src_tok, tgt_tok = task.src_tokenizer, task.tgt_tokenizer
     src_ids, tgt_ids = encode_pairs(task.pairs(100_000, "train", seed=0), src_tok, tgt_tok)
     test_pairs = task.pairs(2_000, "test", seed=0)
-    set_seed(0)
+    set_seed(seed)
     model = Transformer(src_tok.vocab_size, tgt_tok.vocab_size, **asdict(recipe.model))
-    set_seed(0)
-    batches = random_batches(src_ids, tgt_ids, batch_size=recipe.training.batch_size, seed=0)
+    set_seed(seed)
+    batches = random_batches(src_ids, tgt_ids, batch_size=recipe.training.batch_size, seed=seed)
     smoothing = recipe.training.label_smoothing
     history = train(
         model, batches, lambda m, src, tgt: seq2seq_loss(m, src, tgt, tgt_tok.pad_id, smoothing),
-        recipe.training, device=CPU, desc="date transformer",
+        recipe.training, device=CPU, desc=f"date transformer, seed {seed}",
     )  # fmt: skip
     accuracy, _ = exact_match(model, test_pairs, src_tok, tgt_tok)
+    return model, history, accuracy
+
+
+def date_transformer() -> Path:
+    model, history, accuracy = train_date_transformer()
     return save("date_transformer", model, history, {"held_out_exact_match": accuracy})
 
 
-def shakespeare_gpt() -> Path:
-    """Chapter 07's CPU run: the same data, seeds, model, recipe, evaluations and samples."""
+def train_shakespeare_gpt(seed: int = 0) -> tuple[GPT, History, list[str]]:
+    """Chapter 07's CPU run: the same data, model, recipe, evaluations and samples; ``seed`` sets the initial weights
+    and the order of the windows (the chapter's is 0). Returns the model, its history and its samples."""
     recipe = PRETRAINED["shakespeare_gpt"]
     text = load_tiny_shakespeare()
     tokenizer = CharTokenizer(text, specials=False)
     train_ids, val_ids = split_ids(text, tokenizer)
     splits = {"train": train_ids, "val": val_ids}
-    set_seed(0)
+    set_seed(seed)
     model = GPT(tokenizer.vocab_size, **asdict(recipe.model))
     prompt = torch.tensor([tokenizer.encode("\n")])
     samples = []
@@ -120,14 +127,22 @@ def shakespeare_gpt() -> Path:
         samples.append(tokenizer.decode(out[0]))
         return losses
 
-    set_seed(0)
-    windows = random_windows(train_ids, recipe.model.block_size, recipe.training.batch_size, seed=0)
+    set_seed(seed)
+    windows = random_windows(train_ids, recipe.model.block_size, recipe.training.batch_size, seed=seed)
     history = train(
         model, windows, lambda m, x, y: m(x, y)[1], recipe.training, device=CPU, eval_fn=evaluate,
-        eval_every=recipe.eval_every, desc="GPT",
+        eval_every=recipe.eval_every, desc=f"GPT, seed {seed}",
     )  # fmt: skip
-    best = min(losses["val"] for _, losses in history.evals)
-    return save("shakespeare_gpt", model, history, {"best_val_loss": best}, samples)
+    return model, history, samples
+
+
+def best_val_loss(history: History) -> float:
+    return min(losses["val"] for _, losses in history.evals)
+
+
+def shakespeare_gpt() -> Path:
+    model, history, samples = train_shakespeare_gpt()
+    return save("shakespeare_gpt", model, history, {"best_val_loss": best_val_loss(history)}, samples)
 
 
 def multi30k_translator() -> Path:
