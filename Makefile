@@ -30,9 +30,9 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanit
 CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0 COURSE_PROGRESS=text
 # Tests and notebooks run in parallel (pytest-xdist), one notebook to a worker (notebooks/conftest.py), each worker and
 # its kernels on one thread. On 2 cores the nine notebooks take 140 s this way, against 240 s one after another on two
-# threads each: small models leave a second thread little to do. JOBS=1 runs everything in one process.
+# threads each: small models leave a second thread little to do. JOBS=1 runs everything in one process, on every thread.
 JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(4, os.cpu_count() or 1))')
-pytest_parallel = OMP_NUM_THREADS=1 $(1)/bin/python -m pytest $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadscope)
+pytest_parallel = $(if $(filter 1,$(JOBS)),$(1)/bin/python -m pytest,OMP_NUM_THREADS=1 $(1)/bin/python -m pytest -n $(JOBS) --dist loadscope)
 # A processor's rounding changes what training computes in its last digits; committed outputs must not depend on it.
 # PyTorch's kernels without vector instructions round otherwise than those a CI machine picks for itself.
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default
