@@ -5,6 +5,7 @@ import fnmatch
 import importlib.util
 import json
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -83,8 +84,6 @@ def test_every_source_has_its_notebook_and_they_agree():
 
 def make_recipe(target: str) -> str:
     """The commands `make target` runs, as make itself expands them (a dry run)."""
-    import subprocess
-
     run = subprocess.run(["make", "-n", "-W", ".venv/.installed", "-W", ".venv-colab/.installed", target],
                          cwd=ROOT, capture_output=True, text=True, check=True)  # fmt: skip
     return run.stdout

@@ -510,13 +510,13 @@ for temperature, top_k in ((0.2, None), (0.8, None), (1.5, None), (1.5, 5)):
 assert real[0.2, None] > real[1.5, None] and real[1.5, 5] > real[1.5, None]
 
 # %% [markdown]
-# In the run saved here, at 0.2 the text is safe and repetitive (the same few words again and again), and most of its words are
-# real; at 0.8 it is more varied, with more invented words; at 1.5 it falls apart: far fewer real words, and
-# capitals inside words. Top-k with $k = 5$ at the same temperature removes most of those very unlikely
-# characters and brings back many real words, but not all of them: it cuts off the tail of the
-# distribution, yet at $\tau = 1.5$ the five characters it keeps are flattened towards equal odds, and the
-# wrong letters among them are chosen often. The cell asserts the two robust comparisons: more real words at
-# 0.2 than at 1.5, and more at 1.5 with top-k than without.
+# In the run saved here, at 0.2 the text is safe and repetitive (the same few words again and again), and most of
+# its words are real; at 0.8 it is more varied, with more invented words; at 1.5 it falls apart: far fewer real
+# words, and capitals inside words. Top-k with $k = 5$ at the same temperature removes most of those very unlikely
+# characters and brings back many real words, but not all of them: it cuts off the tail of the distribution, yet at
+# $\tau = 1.5$ the five characters it keeps are flattened towards equal odds, and the wrong letters among them are
+# chosen often. The cell asserts the two robust comparisons: more real words at 0.2 than at 1.5, and more at 1.5
+# with top-k than without.
 #
 # ## 8. What do the heads look at?
 #
