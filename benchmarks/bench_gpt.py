@@ -1,13 +1,13 @@
 """Training throughput of chapter 07's GPT on Tiny Shakespeare, against a nanoGPT-architecture reference, and
 optionally the time to a validation loss.
 
-Presets are the recipes notebook 07 trains (``course_utils.recipes``): ``cpu`` = ``SHAKESPEARE_GPT_CPU``
+Presets are the recipes notebook 07 trains (``course_utils.training.recipes``): ``cpu`` = ``SHAKESPEARE_GPT_CPU``
 (3 layers, 4 heads, 128 dims, context 64, batch 12; ``--n-layers 4`` gives nanoGPT's CPU size) and ``gpu`` =
 ``SHAKESPEARE_GPT_GPU`` (6 layers, 6 heads, 384 dims, context 256, batch 64, dropout 0.2; 10.65 M parameters).
 
 1. Step time: the course's ``GPT`` and ``ReferenceGPT`` (nanoGPT's architecture, ``nanogpt_reference.py``), the
    same sizes and initialisation, take the same batches in alternation in a plain loop: forward, loss, backward,
-   gradient clipping, AdamW (``course_utils.train.train_step``, with bf16 autocast on GPUs that support it).
+   gradient clipping, AdamW (``course_utils.training.loop.train_step``, with bf16 autocast on GPUs that support it).
    Nothing is switched on for speed: the course's model runs its default forward. Median over ``--steps``.
 2. ``--to-loss``: the course's GPT alone, trained with the preset's recipe until the validation loss (mean over
    40 fixed batches, every ``--eval-every`` steps) reaches the target; training seconds exclude evaluation.
@@ -43,7 +43,7 @@ from course_utils import (
     set_seed,
     split_ids,
 )
-from course_utils.train import make_optimizer, train_step
+from course_utils.training.loop import make_optimizer, train_step
 from course_utils.utils import synchronize
 
 PRESETS = {"cpu": SHAKESPEARE_GPT_CPU, "gpu": SHAKESPEARE_GPT_GPU}

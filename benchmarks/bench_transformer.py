@@ -6,7 +6,7 @@ Two measurements:
    the same machine load; the median over many steps is reported, and the ratio ours / theirs. Ours is timed
    twice: as it runs by default (attention through ``F.scaled_dot_product_attention``), and on the readable path
    (every attention module asked for its weights, inside ``record_attention``).
-2. Time to accuracy: each model is trained with notebook 06's recipe (``course_utils.recipes.DATE_TRANSFORMER``)
+2. Time to accuracy: each model is trained with notebook 06's recipe (``course_utils.training.recipes.DATE_TRANSFORMER``)
    and evaluated on held-out dates every 50 steps; reported are the first step, and the training seconds
    (evaluation excluded), at which exact match reaches the target.
 
@@ -41,7 +41,7 @@ from course_utils import (
     set_seed,
     train,
 )
-from course_utils.train import make_optimizer, train_step
+from course_utils.training.loop import make_optimizer, train_step
 
 PRESETS = {
     "dates": DATE_TRANSFORMER.model,  # the model of notebook 06

@@ -1,61 +1,108 @@
 """course_utils: the tested code of the course *Transformers from Scratch*.
 
-Every notebook builds one concept live, checks it against this package and PyTorch, and from then
-on imports it from here. Conventions: batch first, ``(B, T, d_model)``; heads
+Every notebook builds one concept live, checks it against this package and PyTorch, and from then on imports it
+from here: ``from course_utils import MultiHeadAttention``. Conventions: batch first, ``(B, T, d_model)``; heads
 ``(B, n_heads, T, d_k)``; bool masks with True = may attend.
 
-The top level holds what the chapters teach and use. The exercise graders live in ``course_utils.checks``
-(``from course_utils.checks import check_layer_norm``); the course's training runs are defined once, in
-``course_utils.recipes``.
+The package is four rooms and two doors; imports go down this list, never up (``tests/test_structure.py``):
+
+========================  ==========================================================================================
+``settings``, ``utils``   every ``COURSE_*`` environment variable; devices, seeds, train/eval modes
+``model/``                the Transformer proper: attention, masks, positions, layers, encoder, decoder,
+                          ``Transformer``, ``GPT``, and their twins from PyTorch's modules (one name table)
+``data/``                 tokenizers (one protocol) and datasets: toy pairs, dates, Tiny Shakespeare, Multi30k
+``training/``             training loop, recipes, shipped weights, seq2seq loss and batches, decoding, metrics
+``teaching/``             probes that name bugs, plots and interactive charts
+``checks/``               the exercise graders: ``from course_utils.checks import check_layer_norm``
+``grade``                 the notebook grader: ``python -m course_utils.grade submissions/*.ipynb``
+========================  ==========================================================================================
+
+``model`` and ``data`` do not import each other. This module re-exports every name the chapters use; each room's
+``__init__`` lists its modules.
 """
 
-from .attention import KVCache, MultiHeadAttention, record_attention, scaled_dot_product_attention
-from .bpe import BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
-from .data import CharTokenizer, encode_pairs, random_batches, reversal_pairs
-from .dates import DateTask
-from .decoder import Decoder, DecoderLayer
-from .encoder import Encoder, EncoderLayer
-from .gpt import GPT, GPTBlock, GPTConfig, estimate_loss
-from .layers import FeedForward, LayerNorm
-from .masks import causal_mask, padding_mask, target_mask
-from .model import Transformer, TransformerConfig
-from .multi30k import load_multi30k
-from .positional import PositionalEncoding, sinusoidal_encoding
-from .pretrained import load_pretrained
-from .probes import (
+from .data import (
+    BPETokenizer,
+    CharTokenizer,
+    DateTask,
+    encode_pairs,
+    learn_bpe,
+    learn_bpe_fast,
+    load_multi30k,
+    load_tiny_shakespeare,
+    merge_pair,
+    pretokenize,
+    random_batches,
+    random_windows,
+    reversal_pairs,
+    split_ids,
+)
+from .model import (
+    GPT,
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    FeedForward,
+    GPTBlock,
+    GPTConfig,
+    KVCache,
+    LayerNorm,
+    MultiHeadAttention,
+    PositionalEncoding,
+    TorchTransformer,
+    Transformer,
+    TransformerConfig,
+    causal_mask,
+    padding_mask,
+    record_attention,
+    scaled_dot_product_attention,
+    sinusoidal_encoding,
+    target_mask,
+)
+from .teaching import (
     ProbeReport,
-    batch_probe,
-    causality_probe,
-    equality_probe,
-    output_probe,
-    padding_probe,
-    position_probe,
-)
-from .recipes import (
-    DATE_TRANSFORMER,
-    MULTI30K_QUICK,
-    MULTI30K_TRANSLATOR,
-    SHAKESPEARE_GPT_CPU,
-    SHAKESPEARE_GPT_GPU,
-    Recipe,
-)
-from .seq2seq import exact_match, greedy_decode, seq2seq_loss
-from .text import load_tiny_shakespeare, random_windows, split_ids
-from .torch_reference import TorchTransformer
-from .train import History, TrainConfig, lr_factor, noam_lr, train
-from .translation import beam_search, bleu, length_penalty, train_translator, translate
-from .utils import count_parameters, get_device, set_seed
-from .viz import (
     attention_chart,
     attention_grid,
     attention_heatmap,
+    batch_probe,
+    causality_probe,
+    equality_probe,
     evaluation_curve,
     loss_curve,
+    output_probe,
+    padding_probe,
+    position_probe,
     positional_encoding_chart,
     positional_encoding_heatmap,
     positional_waves,
     use_offline_charts,
 )
+from .training import (
+    DATE_TRANSFORMER,
+    MULTI30K_QUICK,
+    MULTI30K_TRANSLATOR,
+    SHAKESPEARE_GPT_CPU,
+    SHAKESPEARE_GPT_GPU,
+    History,
+    Recipe,
+    TrainConfig,
+    beam_search,
+    bleu,
+    estimate_loss,
+    exact_match,
+    greedy_decode,
+    length_penalty,
+    load_pretrained,
+    lr_factor,
+    noam_lr,
+    pad_batch,
+    seq2seq_loss,
+    train,
+    train_translator,
+    translate,
+)
+from .utils import count_parameters, get_device, set_seed, synchronize
 
 __version__ = "0.2.0"
 
@@ -114,6 +161,7 @@ __all__ = [
     "merge_pair",
     "noam_lr",
     "output_probe",
+    "pad_batch",
     "padding_mask",
     "padding_probe",
     "position_probe",
@@ -130,6 +178,7 @@ __all__ = [
     "set_seed",
     "sinusoidal_encoding",
     "split_ids",
+    "synchronize",
     "target_mask",
     "train",
     "train_translator",

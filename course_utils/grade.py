@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checks._core import GRADE_LOG
+from .settings import GRADE_LOG
 
 __all__ = ["Report", "Result", "exercises", "grade", "main", "run_notebook"]
 
@@ -114,7 +114,7 @@ def _run(path: Path, log: Path, timeout: float) -> tuple[str | None, list[str]]:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / path.name
         copy.write_bytes(path.read_bytes())
-        env = {**os.environ, GRADE_LOG: str(log), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+        env = {**os.environ, GRADE_LOG.name: str(log), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
         process = subprocess.Popen(
             [sys.executable, "-c", RUNNER, str(copy), str(path.parent.resolve())],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,

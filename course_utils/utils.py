@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 from collections.abc import Generator
 from typing import TypeVar
@@ -11,6 +10,8 @@ from typing import TypeVar
 import numpy as np
 import torch
 from torch import nn
+
+from .settings import DEVICE
 
 __all__ = ["count_parameters", "eval_mode", "get_device", "in_mode", "set_seed", "synchronize"]
 
@@ -30,7 +31,7 @@ def get_device() -> torch.device:
     Set the environment variable ``COURSE_DEVICE`` (e.g. ``COURSE_DEVICE=cpu``) to force one;
     the committed notebook outputs are produced with ``COURSE_DEVICE=cpu``.
     """
-    forced = os.environ.get("COURSE_DEVICE")
+    forced = DEVICE.value()
     if forced:
         return torch.device(forced)
     if torch.cuda.is_available():

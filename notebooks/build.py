@@ -275,7 +275,7 @@ def altair_spec(output: dict) -> dict | None:
 def add_static_twins(nb: nbformat.NotebookNode) -> int:
     """Put a PNG rendering after every Altair chart output (every choice of its dropdown, if it has one);
     returns how many were added."""
-    from course_utils._vega import static_png
+    from course_utils.teaching._vega import static_png
 
     added = 0
     for cell in nb.cells:

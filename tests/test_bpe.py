@@ -1,6 +1,6 @@
 import pytest
 
-from course_utils.bpe import SPECIALS, BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
+from course_utils.data.bpe import SPECIALS, BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
 
 CORPUS = [
     "A man in an orange hat starring at something.",
@@ -54,7 +54,7 @@ def _hugging_face_json(tok: BPETokenizer) -> str:
     """The Hugging Face tokenizer with our pieces and our vocabulary and merges."""
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-    from course_utils.bpe import PIECE, SPACE
+    from course_utils.data.bpe import PIECE, SPACE
 
     hf = Tokenizer(models.BPE(vocab=dict(tok.stoi), merges=list(tok.merges), unk_token="<unk>"))
     hf.normalizer = normalizers.Sequence([normalizers.Replace(" ", SPACE), normalizers.Prepend(SPACE)])

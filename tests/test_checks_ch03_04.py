@@ -15,7 +15,7 @@ from course_utils.checks import (
     check_sinusoidal_encoding,
 )
 from course_utils.checks.predictions import QUESTIONS
-from course_utils.positional import sinusoidal_encoding
+from course_utils.model.positional import sinusoidal_encoding
 
 # --- references and their classic variants --------------------------------------------------------------------
 

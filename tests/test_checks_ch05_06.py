@@ -221,19 +221,19 @@ def test_label_smoothing_mistakes_are_named(fn, named, capsys):
 
 
 @torch.no_grad()
-def greedy(model, src, src_mask, max_len, bos, eos, *, stop=True, keep_bos=True, keep_eos=True, feed_back=True,
+def greedy(model, src, src_mask, max_len, bos_id, eos_id, *, stop=True, keep_bos=True, keep_eos=True, feed_back=True,
            limit=0, masked=True):  # fmt: skip
     memory = model.encode(src, src_mask)
-    ys = torch.tensor([[bos]])
+    ys = torch.tensor([[bos_id]])
     out = ys
     while out.size(1) < max_len + limit:
         logits = model.decode(ys, memory, src_mask, causal_mask(ys.size(1)) if masked else None)
         next_id = logits[:, -1].argmax(-1, keepdim=True)  # (1, 1)
         out = torch.cat([out, next_id], dim=1)
         ys = out if feed_back else ys
-        if stop and next_id.item() == eos:
+        if stop and next_id.item() == eos_id:
             break
-    if not keep_eos and out[0, -1] == eos:
+    if not keep_eos and out[0, -1] == eos_id:
         out = out[:, :-1]
     return out if keep_bos else out[:, 1:]
 
@@ -266,15 +266,15 @@ def test_greedy_decode_not_written_is_not_attempted(capsys):
     ],
 )
 def test_greedy_decode_mistakes_are_named(mistake, named, capsys):
-    ok, out = verdict(check_greedy_decode, lambda *args: greedy(*args, **mistake), capsys)
+    ok, out = verdict(check_greedy_decode, lambda *args, **kwargs: greedy(*args, **kwargs, **mistake), capsys)
     assert not ok and named in out
 
 
 def test_greedy_decode_reading_the_first_position_is_named(capsys):
     @torch.no_grad()
-    def first_position(model, src, src_mask, max_len, bos, eos):
-        memory, ys = model.encode(src, src_mask), torch.tensor([[bos]])
-        while ys.size(1) < max_len and ys[0, -1] != eos:
+    def first_position(model, src, src_mask, *, max_len, bos_id, eos_id):
+        memory, ys = model.encode(src, src_mask), torch.tensor([[bos_id]])
+        while ys.size(1) < max_len and ys[0, -1] != eos_id:
             logits = model.decode(ys, memory, src_mask, causal_mask(ys.size(1)))
             ys = torch.cat([ys, logits[:, 0].argmax(-1, keepdim=True)], dim=1)
         return ys

@@ -7,8 +7,8 @@ import pytest
 import torch
 from helpers import todo, verdict
 
-from course_utils.bpe import merge_pair
 from course_utils.checks import check_beam_step, check_bpe_segment, check_ngram_matches
+from course_utils.data.bpe import merge_pair
 
 # --- one step of beam search -----------------------------------------------------------------------------------
 

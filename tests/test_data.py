@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from course_utils import CharTokenizer, DateTask, encode_pairs, random_batches, reversal_pairs
-from course_utils.dates import DATE_FORMATS
+from course_utils.data.dates import DATE_FORMATS
 
 
 def test_tokenizer_round_trip_with_specials():
@@ -99,3 +99,20 @@ def test_reversal_pairs_and_encoding():
     tok = CharTokenizer("abcdefghij")
     src, tgt = encode_pairs(pairs, tok, tok)
     assert src.shape == (3, 4) and tgt.shape == (3, 6) and torch.all(tgt[:, 0] == tok.bos_id)
+
+
+def test_both_tokenizers_follow_one_protocol_with_the_same_special_ids():
+    from course_utils import BPETokenizer, CharTokenizer
+    from course_utils.data import SPECIALS, Tokenizer
+
+    char, bpe = CharTokenizer("abc "), BPETokenizer("abc\u2581", [("a", "b")])  # ▁ marks a space in BPE
+    for tok in (char, bpe):
+        assert isinstance(tok, Tokenizer)
+        assert (tok.pad_id, tok.bos_id, tok.eos_id, tok.unk_id) == (0, 1, 2, 3)
+        assert tok.itos[:4] == list(SPECIALS) and tok.vocab_size == len(tok)
+        ids = [tok.bos_id, *tok.encode("ab c"), tok.unk_id, tok.eos_id, *tok.encode("a"), tok.pad_id]
+        # decode: stops at <eos>, skips <pad> and <bos>, shows <unk>
+        assert tok.decode(ids) == "ab c<unk>"
+        assert tok.decode(torch.tensor(ids)) == "ab c<unk>"
+    with pytest.raises(ValueError, match="no <pad>"):
+        CharTokenizer("abc", specials=False).pad_id  # noqa: B018

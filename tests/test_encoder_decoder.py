@@ -101,3 +101,49 @@ def test_from_torch_keeps_dropout_and_training_mode():
     theirs = nn.TransformerEncoderLayer(D, H, FF, dropout=0.25, batch_first=True)
     ours = EncoderLayer.from_torch(theirs)
     assert ours.training and ours.dropout1.p == 0.25 and ours.self_attn.dropout == 0.25
+
+
+def test_a_subclass_overrides_one_sublayer_through_its_block_method():
+    """The block methods are the layers' extension points: one signature each, called in training and in
+    incremental decoding alike."""
+    calls = []
+
+    class Recorded(DecoderLayer):
+        def self_attention_block(self, x, tgt_mask, cache=None):
+            calls.append(("self", cache is None))
+            return super().self_attention_block(x, tgt_mask, cache)
+
+        def cross_attention_block(self, x, memory, src_mask, cache=None):
+            calls.append(("cross", cache is None))
+            return super().cross_attention_block(x, memory, src_mask, cache)
+
+        def feed_forward_block(self, x):
+            calls.append(("ff", True))
+            return torch.zeros_like(x)  # a layer without its feed-forward network
+
+    torch.manual_seed(0)
+    plain = DecoderLayer(D, H, FF, dropout=0.0).eval()
+    layer = Recorded(D, H, FF, dropout=0.0).eval()
+    layer.load_state_dict(plain.state_dict())
+    x, memory = torch.randn(2, 3, D), torch.randn(2, 5, D)
+    out = layer(x, memory, tgt_mask=causal_mask(3))
+    expected = plain.norm3(plain.norm2(plain.norm1(x + plain.self_attention_block(x, causal_mask(3)))
+                                       + plain.cross_attention_block(
+                                           plain.norm1(x + plain.self_attention_block(x, causal_mask(3))), memory,
+                                           None)))  # fmt: skip
+    assert_close(out, expected)
+    assert calls == [("self", True), ("cross", True), ("ff", True)]
+
+    from course_utils.model.decoder import DecoderCache
+
+    calls.clear()
+    layer(x[:, :1], memory, cache=DecoderCache())
+    assert calls == [("self", False), ("cross", False), ("ff", True)]
+
+
+def test_encoder_layer_blocks_compose_its_forward():
+    torch.manual_seed(0)
+    layer = EncoderLayer(D, H, FF, dropout=0.0).eval()
+    x = torch.randn(2, 4, D)
+    h = layer.norm1(x + layer.self_attention_block(x, None))
+    assert_close(layer(x), layer.norm2(h + layer.feed_forward_block(h)))

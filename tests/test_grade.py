@@ -80,7 +80,7 @@ def test_every_checker_reports_its_own_name_to_the_grader(tmp_path, monkeypatch)
     per_question = ("check_prediction", "check_diagnosis")  # these report one name per question: tested below
     names = [name for name in checks.__all__ if name.startswith("check_") and name not in per_question]
 
-    def unwritten(*args):
+    def unwritten(*args, **kwargs):
         raise NotImplementedError
 
     for name in names:

@@ -5,6 +5,8 @@ import torch
 from torch.testing import assert_close
 
 from course_utils import (
+    KVCache,
+    MultiHeadAttention,
     TorchTransformer,
     Transformer,
     causal_mask,
@@ -88,9 +90,9 @@ def test_greedy_decode_stops_early_once_every_row_has_ended():
 def test_greedy_decode_runs_in_eval_mode_and_restores_the_mode():
     model = small(dropout=0.5).train()
     src = torch.randint(3, 20, (2, 5))
-    first = greedy_decode(model, src, None, 6, BOS, EOS)
+    first = greedy_decode(model, src, None, max_len=6, bos_id=BOS, eos_id=EOS)
     assert model.training
-    assert torch.equal(first, greedy_decode(model, src, None, 6, BOS, EOS))  # no dropout inside
+    assert torch.equal(first, greedy_decode(model, src, None, max_len=6, bos_id=BOS, eos_id=EOS))  # no dropout inside
 
 
 def test_bad_tokens_give_clear_errors():
@@ -99,8 +101,8 @@ def test_bad_tokens_give_clear_errors():
         model.encode(torch.tensor([[3, 25]]))
     with pytest.raises(ValueError, match=r"shape \(B, T\)"):
         model.encode(torch.tensor([3, 4]))
-    with pytest.raises(ValueError, match="max_len must be at least 1"):
-        greedy_decode(model, torch.tensor([[3, 4]]), None, 0, BOS, EOS)
+    with pytest.raises(ValueError, match="max_len >= 1"):
+        greedy_decode(model, torch.tensor([[3, 4]]), None, max_len=0, bos_id=BOS, eos_id=EOS)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -116,8 +118,8 @@ def test_torch_transformer_from_course_is_the_same_function_built_from_torch_lay
     real = tgt != PAD  # torch may leave padded query rows as it likes; they never reach the loss
     assert_close(theirs(*args)[real], ours(*args)[real])
     assert torch.equal(
-        greedy_decode(theirs, src, padding_mask(src, PAD), 6, BOS, EOS, PAD),
-        greedy_decode(ours, src, padding_mask(src, PAD), 6, BOS, EOS, PAD),
+        greedy_decode(theirs, src, padding_mask(src, PAD), max_len=6, bos_id=BOS, eos_id=EOS, pad_id=PAD),
+        greedy_decode(ours, src, padding_mask(src, PAD), max_len=6, bos_id=BOS, eos_id=EOS, pad_id=PAD),
     )
 
 
@@ -177,3 +179,43 @@ def test_incremental_decoding_refuses_a_target_mask_and_the_wrong_number_of_cach
         torch_model.decode(tgt, torch_model.encode(src), caches=model.new_caches())
     with pytest.raises(ValueError, match="course's Decoder"):
         torch_model.new_caches()
+
+
+def test_a_cross_attention_cache_refuses_another_memory():
+    """Caches filled for one batch of sources must not answer for the next: the old sentences' keys and values
+    would be used silently."""
+    model = small()
+    first, second = torch.randint(3, 20, (2, 5)), torch.randint(3, 20, (2, 5))
+    tgt = torch.randint(3, 15, (2, 1))
+    caches = model.new_caches()
+    model.decode(tgt, model.encode(first), caches=caches)
+    with pytest.raises(ValueError, match=r"another memory .*new_caches"):
+        model.decode(tgt, model.encode(second), caches=caches)  # same shape, other sentences
+    with pytest.raises(ValueError, match=r"2 sequences; got 3.*new_caches"):
+        model.decode(torch.randint(3, 15, (3, 1)), model.encode(torch.randint(3, 20, (3, 7))), caches=caches)
+    cross = KVCache(static=True)
+    attention = MultiHeadAttention(32, 4).eval()
+    x, memory = torch.randn(2, 1, 32), torch.randn(2, 5, 32)
+    attention(x, memory, memory, cache=cross)
+    with pytest.raises(ValueError, match=r"another memory \(B=2, S=5; now B=3, S=7\)"):
+        attention(torch.randn(3, 1, 32), *[torch.randn(3, 7, 32)] * 2, cache=cross)
+    fresh = model.new_caches()  # what the message asks for works
+    memory = model.encode(second)
+    steps = [model.decode(tgt, memory, caches=fresh), model.decode(tgt, memory, caches=fresh)]
+    full = model.decode(torch.cat([tgt, tgt], dim=1), memory, None, causal_mask(2))
+    assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_greedy_decode_is_beam_search_with_one_beam_with_or_without_caches():
+    from course_utils import beam_search
+
+    model = small()
+    src = torch.randint(3, 20, (4, 7))
+    src[0, 5:] = PAD
+    mask = padding_mask(src, PAD)
+    greedy = greedy_decode(model, src, mask, max_len=9, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    cached = greedy_decode(model, src, mask, max_len=9, bos_id=BOS, eos_id=EOS, pad_id=PAD, use_cache=True)
+    beam = beam_search(model, src, mask, beam_size=1, max_len=9, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    assert torch.equal(greedy, cached) and torch.equal(greedy, beam)
+    with pytest.raises(TypeError):
+        greedy_decode(model, src, mask, 9, BOS, EOS)  # type: ignore[misc]  # keywords after the mask

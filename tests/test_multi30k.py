@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from course_utils import text as text_module
-from course_utils.multi30k import MULTI30K, SPLITS, load_multi30k
-from course_utils.text import DataFile, fetch
+from course_utils.data import text as text_module
+from course_utils.data.multi30k import MULTI30K, SPLITS, load_multi30k
+from course_utils.data.text import DataFile, fetch
 
 needs_mirror = pytest.mark.skipif(
     not os.environ.get("COURSE_DATA_MIRROR"), reason="needs the Multi30k mirror (CI sets COURSE_DATA_MIRROR)"

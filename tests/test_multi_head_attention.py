@@ -163,3 +163,44 @@ def test_from_torch_refuses_what_it_cannot_mirror():
         MultiHeadAttention.from_torch(nn.MultiheadAttention(16, 4, add_bias_kv=True, batch_first=True))
     with pytest.raises(TypeError, match=r"nn\.MultiheadAttention"):
         MultiHeadAttention.from_torch(nn.Linear(4, 4))
+
+
+class RenamedOutput(MultiHeadAttention):
+    """A maintainer renames W^O from ``w_o`` to ``w_out`` (forward still reads ``self.w_o`` through the property)."""
+
+    w_o = property(lambda self: self.w_out)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._modules["w_out"] = self._modules.pop("w_o")
+
+
+def test_renaming_a_submodule_takes_one_edit_of_the_name_table(monkeypatch):
+    """Our names and PyTorch's live in one table, read both ways: with ``w_o`` renamed, editing its entry is enough
+    for ``from_torch`` (PyTorch's weights into ours) and ``torch_state_dict`` (ours into PyTorch's)."""
+    from course_utils.model import torch_names
+
+    theirs = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    with pytest.raises(RuntimeError, match="w_out"):  # before the edit the weights find no home
+        RenamedOutput.from_torch(theirs)
+    renamed = [("w_out", b) if a == "w_o" else (a, b) for a, b in torch_names.NAMES]
+    monkeypatch.setattr(torch_names, "NAMES", renamed)  # the one edit
+
+    ours = RenamedOutput.from_torch(theirs).eval()  # PyTorch -> ours
+    x = torch.randn(2, 5, 16)
+    assert_close(ours(x, x, x)[0], theirs(x, x, x)[0])
+    back = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    back.load_state_dict(torch_names.torch_state_dict(ours.state_dict()))  # ours -> PyTorch, strictly
+    assert_close(back(x, x, x)[0], theirs(x, x, x)[0])
+
+
+def test_the_name_table_is_read_the_same_both_ways():
+    from course_utils.model.torch_names import course_state_dict, torch_state_dict
+
+    layer = nn.TransformerDecoderLayer(16, 4, 32, batch_first=True)
+    state = layer.state_dict()
+    ours = course_state_dict(state)
+    assert "cross_attn.w_q.weight" in ours and "feed_forward.w_2.bias" in ours and "self_attn.w_o.weight" in ours
+    again = torch_state_dict(ours)
+    assert again.keys() == state.keys()
+    assert all(torch.equal(again[k], state[k]) for k in state)

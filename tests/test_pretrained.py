@@ -19,9 +19,9 @@ from course_utils import (
     exact_match,
     load_pretrained,
 )
-from course_utils import pretrained as pretrained_module
-from course_utils.pretrained import CHECKPOINTS, PRETRAINED
-from course_utils.recipes import MULTI30K_TRANSLATOR
+from course_utils.training import pretrained as pretrained_module
+from course_utils.training.pretrained import CHECKPOINTS, PRETRAINED
+from course_utils.training.recipes import MULTI30K_TRANSLATOR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,9 +102,10 @@ def test_an_unknown_name_lists_the_known_ones():
 
 @pytest.mark.slow
 def test_the_translator_reproduces_its_recorded_bleu_and_beam_search_beats_greedy_decoding():
-    from course_utils.bpe import BPETokenizer
-    from course_utils.multi30k import load_multi30k
-    from course_utils.translation import ALPHAS, bleu, translate
+    from course_utils.data.bpe import BPETokenizer
+    from course_utils.data.multi30k import load_multi30k
+    from course_utils.training import bleu, translate
+    from course_utils.training.translation import ALPHAS
 
     pretrained = load_pretrained("multi30k_translator")
     tokenizer = BPETokenizer.from_dict(pretrained.tokenizer)

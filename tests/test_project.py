@@ -259,3 +259,24 @@ def test_every_subpackage_ships_in_the_wheel():
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     packages = [".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "course_utils").rglob("__init__.py")]
     assert packages and all(any(fnmatch.fnmatch(name, pattern) for pattern in include) for name in packages)
+
+
+def test_every_environment_variable_is_in_one_table_and_the_readme():
+    """The package reads COURSE_* variables only through course_utils.settings; the README's table lists them
+    all, with the same values and meanings."""
+    from course_utils.settings import SETTINGS
+
+    names = {s.name for s in SETTINGS}
+    mentioned = set()
+    for folder in ("course_utils", "notebooks/src", "tests", "tools", "benchmarks", "docs", ".ci"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and path.suffix in {".py", ".md", ""} and "__pycache__" not in path.parts:
+                mentioned |= set(re.findall(r"\bCOURSE_[A-Z_]+\b", path.read_text(encoding="utf-8", errors="ignore")))
+    mentioned |= set(re.findall(r"\bCOURSE_[A-Z_]+\b", (ROOT / "Makefile").read_text(encoding="utf-8")))
+    assert mentioned - names == set()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for setting in SETTINGS:
+        assert f"| `{setting.name}` | {setting.values} | {setting.meaning} |" in readme, setting.name
+    package = [p for p in (ROOT / "course_utils").rglob("*.py") if p.name != "settings.py"]
+    reading = [p.name for p in package if re.search(r"environ(\.get)?\s*[\[(]\s*[\"']COURSE_", p.read_text())]
+    assert reading == [], "read COURSE_* variables through course_utils.settings"

@@ -20,10 +20,10 @@ EXPECTED = {
     "TrainConfig", "History", "train", "noam_lr", "lr_factor", "Recipe", "DATE_TRANSFORMER", "load_pretrained",
     # 07 the GPT
     "GPT", "GPTBlock", "GPTConfig", "KVCache", "estimate_loss", "load_tiny_shakespeare", "split_ids",
-    "random_windows", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU",
+    "random_windows", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "synchronize",
     # 08 translation
     "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
-    "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu",
+    "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu", "pad_batch",
     # 09
     "ProbeReport", "causality_probe", "equality_probe", "padding_probe", "position_probe", "batch_probe",
     "output_probe",
@@ -89,6 +89,9 @@ def test_contract_signatures():
         "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "dropout", "max_len",
     ]  # fmt: skip
     assert sig(course_utils.greedy_decode)[:6] == ["model", "src", "src_mask", "max_len", "bos_id", "eos_id"]
+    for decode in (course_utils.greedy_decode, course_utils.beam_search):  # after the source mask: keywords only
+        parameters = list(inspect.signature(decode).parameters.values())[3:]
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), decode.__name__
 
 
 def test_every_public_module_builds_and_runs():

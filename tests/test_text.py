@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from course_utils import CharTokenizer, load_tiny_shakespeare, random_windows, split_ids
-from course_utils import text as text_module
-from course_utils.text import TINY_SHAKESPEARE, DataFile, fetch
+from course_utils.data import text as text_module
+from course_utils.data.text import TINY_SHAKESPEARE, DataFile, fetch
 
 CONTENT = b"To be, or not to be, that is the question.\n"
 FAKE = DataFile("fake.txt", "https://example.invalid/fake.txt", hashlib.sha256(CONTENT).hexdigest(), len(CONTENT))

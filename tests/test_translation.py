@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from course_utils import Transformer, causal_mask, greedy_decode, padding_mask
-from course_utils.translation import beam_search, bleu, length_penalty, pad_batch, translation_batches
+from course_utils.training import beam_search, bleu, length_penalty, pad_batch, translation_batches
 
 BOS, EOS, PAD = 1, 2, 0
 
@@ -48,7 +48,9 @@ def exhaustive_case(seed: int, alpha: float) -> tuple[Transformer, torch.Tensor,
 def test_wide_beam_search_equals_exhaustive_search(seed: int, alpha: float) -> None:
     model, src, expected = exhaustive_case(seed, alpha)
     with torch.no_grad():
-        found = beam_search(model, src, None, 5**3, 4, BOS, EOS, PAD, alpha)[0].tolist()
+        found = beam_search(
+            model, src, None, beam_size=5**3, max_len=4, bos_id=BOS, eos_id=EOS, pad_id=PAD, alpha=alpha
+        )[0].tolist()
     assert found[: len(expected)] == expected
     assert all(t == PAD for t in found[len(expected) :])
 
@@ -58,7 +60,9 @@ def test_greedy_decoding_misses_the_best_output_in_some_of_those_cases() -> None
     misses = 0
     for seed, alpha in itertools.product(range(8), [0.0, 0.6, 2.0]):
         model, src, expected = exhaustive_case(seed, alpha)
-        greedy = beam_search(model, src, None, 1, 4, BOS, EOS, PAD, alpha)[0].tolist()
+        greedy = beam_search(model, src, None, beam_size=1, max_len=4, bos_id=BOS, eos_id=EOS, pad_id=PAD, alpha=alpha)[
+            0
+        ].tolist()
         misses += greedy[: len(expected)] != expected or any(t != PAD for t in greedy[len(expected) :])
     assert misses >= 6
 
@@ -68,8 +72,8 @@ def test_beam_of_one_is_greedy_decoding() -> None:
     src = torch.randint(3, 12, (6, 7), generator=torch.Generator().manual_seed(0))
     src[3:, 5:] = PAD
     mask = padding_mask(src, PAD)
-    greedy = greedy_decode(model, src, mask, 10, BOS, EOS, PAD)
-    beam = beam_search(model, src, mask, 1, 10, BOS, EOS, PAD)
+    greedy = greedy_decode(model, src, mask, max_len=10, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    beam = beam_search(model, src, mask, beam_size=1, max_len=10, bos_id=BOS, eos_id=EOS, pad_id=PAD)
     assert torch.equal(beam[:, : greedy.size(1)], greedy)
 
 
@@ -77,17 +81,30 @@ def test_batched_beam_search_equals_one_sentence_at_a_time() -> None:
     model = tiny_model(vocab=12, seed=2)
     src = torch.randint(3, 12, (5, 6), generator=torch.Generator().manual_seed(1))
     src[2:, 4:] = PAD
-    batched = beam_search(model, src, padding_mask(src, PAD), 3, 9, BOS, EOS, PAD)
+    batched = beam_search(
+        model, src, padding_mask(src, PAD), beam_size=3, max_len=9, bos_id=BOS, eos_id=EOS, pad_id=PAD
+    )
     for i in range(5):
         row = src[i : i + 1, : int((src[i] != PAD).sum())]
-        alone = beam_search(model, row, padding_mask(row, PAD), 3, 9, BOS, EOS, PAD)[0]
+        alone = beam_search(
+            model, row, padding_mask(row, PAD), beam_size=3, max_len=9, bos_id=BOS, eos_id=EOS, pad_id=PAD
+        )[0]
         n = alone.size(0)
         assert torch.equal(batched[i, :n], alone) and bool((batched[i, n:] == PAD).all())
 
 
 def test_beam_search_rejects_bad_sizes() -> None:
     with pytest.raises(ValueError, match="beam_size"):
-        beam_search(tiny_model(), torch.ones(1, 2, dtype=torch.long), None, 0, 5, BOS, EOS, PAD)
+        beam_search(
+            tiny_model(),
+            torch.ones(1, 2, dtype=torch.long),
+            None,
+            beam_size=0,
+            max_len=5,
+            bos_id=BOS,
+            eos_id=EOS,
+            pad_id=PAD,
+        )
 
 
 def test_length_penalty_is_gnmts() -> None:
@@ -128,6 +145,10 @@ def test_beam_search_finds_the_same_hypotheses_with_and_without_the_cache(beam_s
     src[2:, 6:] = PAD
     mask = padding_mask(src, PAD)
     with torch.no_grad():
-        cached = beam_search(model, src, mask, beam_size, 12, BOS, EOS, PAD, use_cache=True)
-        full = beam_search(model, src, mask, beam_size, 12, BOS, EOS, PAD, use_cache=False)
+        cached = beam_search(
+            model, src, mask, beam_size=beam_size, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD, use_cache=True
+        )
+        full = beam_search(
+            model, src, mask, beam_size=beam_size, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD, use_cache=False
+        )
     assert torch.equal(cached, full)

@@ -76,8 +76,8 @@ def default_renderer():
 
 def test_offline_charts_carry_their_javascript_and_draw_twice_in_one_page(weights, default_renderer):
     from course_utils import use_offline_charts
-    from course_utils._vega import offline_html
-    from course_utils.viz import OFFLINE_RENDERER
+    from course_utils.teaching._vega import offline_html
+    from course_utils.teaching.plots import OFFLINE_RENDERER
 
     chart = attention_chart(weights[0], list("abcde"))
     online = chart._repr_mimebundle_()
@@ -112,7 +112,7 @@ def test_offline_charts_say_what_to_install_without_vl_convert(monkeypatch, defa
 
 
 def test_the_vega_lite_version_is_read_from_the_spec_schema(weights):
-    from course_utils._vega import vl_version
+    from course_utils.teaching._vega import vl_version
 
     spec = attention_chart(weights[0]).to_dict()
     major, minor = alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]
@@ -122,7 +122,7 @@ def test_the_vega_lite_version_is_read_from_the_spec_schema(weights):
 
 
 def test_environment_variable_turns_offline_charts_on(weights, monkeypatch, default_renderer):
-    from course_utils.viz import OFFLINE_RENDERER
+    from course_utils.teaching.plots import OFFLINE_RENDERER
 
     monkeypatch.setenv("COURSE_OFFLINE_CHARTS", "1")
     attention_chart(weights[0])
@@ -165,7 +165,7 @@ def test_encodings_use_the_same_colours_in_matplotlib_and_altair():
     import numpy as np
     from PIL import Image
 
-    from course_utils._vega import to_png
+    from course_utils.teaching._vega import to_png
 
     pe = torch.cat([torch.ones(10, 12), -torch.ones(10, 12)])  # positions 0-9 at +1, 10-19 at -1
     fig = positional_encoding_heatmap(pe)
@@ -209,7 +209,7 @@ def test_the_static_image_of_a_chart_shows_every_head(weights):
 
     from PIL import Image
 
-    from course_utils._vega import static_png, to_png
+    from course_utils.teaching._vega import static_png, to_png
 
     spec = attention_chart(weights, TOKENS, head_names=["h0", "h1"]).to_dict()
     one, both = (Image.open(io.BytesIO(png)) for png in (to_png(spec), static_png(spec)))

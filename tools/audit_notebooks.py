@@ -79,11 +79,11 @@ TAUGHT_IN = {
     ],
     "07": [
         "GPT", "GPTBlock", "GPTConfig", "estimate_loss", "KVCache", "load_tiny_shakespeare", "random_windows",
-        "split_ids", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "evaluation_curve",
+        "split_ids", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "evaluation_curve", "synchronize",
     ],
     "08": [
         "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
-        "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu",
+        "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu", "pad_batch",
     ],
     "09": [
         "ProbeReport", "causality_probe", "equality_probe", "padding_probe", "position_probe", "batch_probe",

@@ -3,7 +3,7 @@
     python tools/build_checkpoints.py [date_transformer] [shakespeare_gpt]
 
 Each run repeats its notebook's training exactly: the same data, seeds, model and recipe (the objects of
-``course_utils.recipes``, which the notebooks import too). The files land in ``course_utils/checkpoints/``,
+``course_utils.training.recipes``, which the notebooks import too). The files land in ``course_utils/checkpoints/``,
 inside the package, so that the wheel (and Colab) carries them.
 """
 
@@ -37,10 +37,10 @@ from course_utils import (
     split_ids,
     train,
 )
-from course_utils.bpe import BPETokenizer, learn_bpe_fast
-from course_utils.multi30k import load_multi30k
-from course_utils.pretrained import CHECKPOINTS, PRETRAINED, checkpoint_path
-from course_utils.translation import train_translator
+from course_utils.data.bpe import BPETokenizer, learn_bpe_fast
+from course_utils.data.multi30k import load_multi30k
+from course_utils.training.pretrained import CHECKPOINTS, PRETRAINED, checkpoint_path
+from course_utils.training.translation import train_translator
 
 CPU = torch.device("cpu")
 
@@ -160,7 +160,7 @@ def multi30k_translator() -> Path:
 def evaluate_translator(path: Path) -> Path:
     """Add to the checkpoint at ``path`` the BLEU of its saved weights: on the validation set, greedy and with beam 4
     for each length-penalty alpha tried; on the test set, greedy and with beam 4 at the alpha that validation chose."""
-    from course_utils.translation import evaluate_bleu
+    from course_utils.training.translation import evaluate_bleu
 
     pretrained = load_pretrained("multi30k_translator")
     tokenizer = BPETokenizer.from_dict(pretrained.tokenizer)

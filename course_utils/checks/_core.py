@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from ..settings import GRADE_LOG
 
 
 class NotYet(Exception):
@@ -19,12 +20,9 @@ class NotWritten(NotYet):
     """The student's function still raises ``NotImplementedError``: the exercise is not attempted yet."""
 
 
-GRADE_LOG = "COURSE_GRADE_LOG"  # set by ``course_utils.grade``: every verdict is appended to this file
-
-
-def call(fn: Callable[..., Any], *args: Any) -> Any:
+def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except NotImplementedError:
         raise NotWritten(
             f"{fn.__name__} is not written yet: replace `raise NotImplementedError`, then run this cell again."
@@ -91,7 +89,7 @@ def verdict(run: Callable[[], str], name: str | None = None) -> Verdict:
         message = "❌ " + str(e)
         status = "not attempted" if isinstance(e, NotWritten) else "fail"
     print(message)
-    log = os.environ.get(GRADE_LOG)
+    log = GRADE_LOG.value()
     if log:
         checker = name or run.__qualname__.split(".")[0]  # run is defined in check_*: "check_layer_norm.<locals>.run"
         record = {"check": checker, "status": status, "message": message}

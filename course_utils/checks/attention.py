@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..attention import scaled_dot_product_attention
-from ..masks import causal_mask
+from ..model.attention import scaled_dot_product_attention
+from ..model.masks import causal_mask
 from ._core import NotYet, Verdict, call, differs, same, verdict
 
 __all__ = [

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..attention import MultiHeadAttention
-from ..encoder import Encoder
-from ..masks import padding_mask
-from ..positional import PositionalEncoding
+from ..model.attention import MultiHeadAttention
+from ..model.encoder import Encoder
+from ..model.masks import padding_mask
+from ..model.positional import PositionalEncoding
 from ._core import NotYet, Verdict, call, verdict
 from .predictions import Question, judge
 

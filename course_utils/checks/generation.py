@@ -19,7 +19,7 @@ def check_gpt_block(fn: Callable[..., Any]) -> Verdict:
     ``self_attn``, ``norm2`` and ``feed_forward``: x + CausalSelfAttn(LN1(x)), then x + FFN(LN2(x))."""
 
     def run() -> str:
-        from ..gpt import GPTBlock
+        from ..model.gpt import GPTBlock
 
         torch.manual_seed(0)
         block = GPTBlock(16, 4, 32, dropout=0.0).eval()

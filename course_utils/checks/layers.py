@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..masks import padding_mask
+from ..model.masks import padding_mask
 from ._core import NotWritten, NotYet, Verdict, call, differs, same, verdict
 
 __all__ = [
@@ -46,7 +46,7 @@ def check_pre_norm_layer(fn: Callable[..., Any]) -> Verdict:
     """``fn(layer, x, mask)`` computes a pre-norm encoder layer's forward from ``layer``'s submodules."""
 
     def run() -> str:
-        from ..encoder import EncoderLayer
+        from ..model.encoder import EncoderLayer
 
         torch.manual_seed(0)
         layer = EncoderLayer(16, 4, 32, dropout=0.0, norm_first=True).eval()
@@ -104,7 +104,7 @@ def _with_hint(fn: Callable[..., Any], *args: Any) -> Any:
 def _post_norm_layer(seed: int = 0) -> tuple[Any, nn.TransformerEncoderLayer, Tensor, Tensor]:
     """A post-norm ``EncoderLayer`` copied from ``nn.TransformerEncoderLayer`` (dropout off, norms with random
     scales and shifts, so that which norm goes where shows), an input and a padding mask."""
-    from ..encoder import EncoderLayer
+    from ..model.encoder import EncoderLayer
 
     torch.manual_seed(seed)
     theirs = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..masks import causal_mask, padding_mask
+from ..model.masks import causal_mask, padding_mask
 from ._core import NotYet, Verdict, call, differs, same, verdict
 
 __all__ = [

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..positional import sinusoidal_encoding
+from ..model.positional import sinusoidal_encoding
 from ._core import NotYet, Verdict, call, differs, same, verdict
 
 __all__ = ["check_alibi_bias", "check_rotary_embedding", "check_sinusoidal_encoding"]

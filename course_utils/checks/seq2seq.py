@@ -11,7 +11,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from ..masks import causal_mask, padding_mask, target_mask
+from ..model.masks import causal_mask, padding_mask, target_mask
 from ._core import NotYet, Verdict, call, differs, name_mistake, same, verdict
 
 __all__ = ["check_decoder_layer", "check_greedy_decode", "check_prefix_lm_mask", "check_teacher_forcing_batch"]
@@ -29,7 +29,7 @@ def check_decoder_layer(fn: Callable[..., Any]) -> Verdict:
     ``nn.TransformerDecoderLayer``'s. The test uses T = 4 != S = 7, so that swapped roles show."""
 
     def run() -> str:
-        from ..decoder import DecoderLayer
+        from ..model.decoder import DecoderLayer
 
         torch.manual_seed(0)
         theirs = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
@@ -250,20 +250,20 @@ class _NextInSource(nn.Module):
 
 
 def check_greedy_decode(fn: Callable[..., Any]) -> Verdict:
-    """``fn(model, src (1, S), src_mask (1, 1, 1, S), max_len, bos_id, eos_id)`` returns the greedy output
+    """``fn(model, src (1, S), src_mask (1, 1, 1, S), *, max_len, bos_id, eos_id)`` returns the greedy output
     ``(1, <= max_len)``: ``<bos>``, then the argmax of the last position, fed back, until ``<eos>`` (kept) or
     ``max_len`` ids in all; compared with ``course_utils.greedy_decode``."""
 
     def run() -> str:
-        from ..model import Transformer
-        from ..seq2seq import greedy_decode
+        from ..model.transformer import Transformer
+        from ..training.decoding import greedy_decode
 
         stand_in = _NextInSource()
         for source, max_len in (([3, 4, 5], 10), ([3, 4, 5, 6, 7, 8, 9, 10, 11], 6), ([7, 3, 9, 4], 10)):
             src = torch.tensor([source])
             src_mask = padding_mask(src, PAD)
-            expected = greedy_decode(cast(Any, stand_in), src, src_mask, max_len, BOS, EOS)  # (1, t): duck-typed
-            got = call(fn, stand_in, src, src_mask, max_len, BOS, EOS)
+            expected = greedy_decode(cast(Any, stand_in), src, src_mask, max_len=max_len, bos_id=BOS, eos_id=EOS)
+            got = call(fn, stand_in, src, src_mask, max_len=max_len, bos_id=BOS, eos_id=EOS)
             what = f"the output for the source {source} with max_len={max_len}"
             if not isinstance(got, Tensor):
                 raise NotYet(f"return a tensor of ids (1, t); got {type(got).__name__}")
@@ -292,8 +292,8 @@ def check_greedy_decode(fn: Callable[..., Any]) -> Verdict:
         # missing causal mask changes the last position only from the second layer on
         src = torch.tensor([[3, 4, 5, 6, 7, PAD]])
         src_mask = padding_mask(src, PAD)
-        got = call(fn, model, src, src_mask, 8, BOS, EOS)
-        expected = greedy_decode(model, src, src_mask, 8, BOS, EOS)
+        got = call(fn, model, src, src_mask, max_len=8, bos_id=BOS, eos_id=EOS)
+        expected = greedy_decode(model, src, src_mask, max_len=8, bos_id=BOS, eos_id=EOS)
         with torch.no_grad():  # the same loop without the causal mask: each step's earlier positions see later ones
             memory, unmasked = model.encode(src, src_mask), torch.tensor([[BOS]])
             while unmasked.size(1) < 8 and unmasked[0, -1] != EOS:

@@ -68,7 +68,7 @@ def check_weight_tying(fn: Callable[..., Any]) -> Verdict:
     to its target embedding ``model.tgt_embed.weight`` ``(V, d_model)``: ONE Parameter used twice."""
 
     def run() -> str:
-        from ..model import Transformer
+        from ..model.transformer import Transformer
         from ..utils import count_parameters
 
         torch.manual_seed(0)

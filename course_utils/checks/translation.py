@@ -93,7 +93,7 @@ _PIECES = ["▁banana", "banana", "▁bandana", "aaaa", "alana", "naan", "▁a",
 
 
 def _segment(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
-    from ..bpe import BPETokenizer
+    from ..data.bpe import BPETokenizer
 
     return BPETokenizer(sorted(set("".join(_PIECES) + "".join(a + b for a, b in merges))), merges).segment(piece)
 
@@ -128,7 +128,7 @@ def _longest_match(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
 
 
 def _reverse_order(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
-    from ..bpe import merge_pair
+    from ..data.bpe import merge_pair
 
     symbols = list(piece)
     for _ in merges:  # as many passes as merges, so that late merges can build on early ones

@@ -165,15 +165,16 @@ print("weights", tuple(weights.shape), "= (B, h, T_target, S_source)")
 # would have the source's length 7). With **equal** lengths everything runs, and the model is silently broken:
 # each output position now mixes target tokens from **all** positions, the future included, through the
 # back door of cross-attention. The causal mask on self-attention cannot help. Measured with the same test
-# as in section 2. `course_utils.DecoderLayer` computes its cross-attention sublayer in one method,
-# `_cross_attention(x, memory, src_mask)` (attention, then dropout; section 4 writes the whole layer out), so the
-# bug is a subclass that overrides only that method (it also drops the source mask, which this test does not
+# as in section 2. `course_utils.DecoderLayer` computes each sublayer in one method made to be overridden, as
+# PyTorch's own layers do (`_sa_block`, `_mha_block`, `_ff_block`): `cross_attention_block(x, memory, src_mask,
+# cache)` is attention, then dropout (section 4 writes the whole layer out). The bug is a subclass that overrides only
+# that method; `cache` serves fast decoding, unused here (it also drops the source mask, which this test does not
 # need):
 
 
 # %%
 class SwappedDecoderLayer(DecoderLayer):
-    def _cross_attention(self, x, memory, src_mask):  # the bug: queries from the encoder
+    def cross_attention_block(self, x, memory, src_mask, cache=None):  # the bug: queries from the encoder
         out, _ = self.cross_attn(query=memory, key=x, value=x)
         return self.dropout2(out)
 

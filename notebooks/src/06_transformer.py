@@ -165,7 +165,7 @@ for name, embedding in (
 # ### Our model
 #
 # The paper's base model ($d_{\text{model}} = 512$, $N = 6$, 65 M parameters) was built for translation. Dates
-# need far less. The whole recipe is one frozen object, `course_utils.recipes.DATE_TRANSFORMER`, a `Recipe`: the
+# need far less. The whole recipe is one frozen object, `course_utils.training.recipes.DATE_TRANSFORMER`, a `Recipe`: the
 # model's sizes (a `TransformerConfig`, whose fields are `Transformer`'s arguments) and how to train it (a
 # `TrainConfig`). The shipped weights and the benchmarks use the same object, so the three can never drift apart.
 # Printed once:
@@ -356,7 +356,7 @@ loss_curve(
 
 
 # %% tags=["exercise"]
-def my_greedy_decode(model, src, src_mask, max_len, bos_id, eos_id):
+def my_greedy_decode(model, src, src_mask, *, max_len, bos_id, eos_id):
     """Greedy decoding of one source: src (1, S), src_mask (1, 1, 1, S) -> ids (1, t), t <= max_len.
 
     The output starts with bos_id and ends with eos_id, unless max_len ids came first.
@@ -568,7 +568,10 @@ def normalise(text):
     if unknown:
         print(f"  (characters the model never saw: {unknown}; they are read as <unk>)")
     s = src_tok.encode_batch([text]).to(device)
-    ids = greedy_decode(model, s, padding_mask(s, src_tok.pad_id), 14, tgt_tok.bos_id, tgt_tok.eos_id, tgt_tok.pad_id)
+    src_mask = padding_mask(s, src_tok.pad_id)
+    ids = greedy_decode(
+        model, s, src_mask, max_len=14, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, pad_id=tgt_tok.pad_id
+    )
     return tgt_tok.decode(ids[0])
 
 
@@ -698,6 +701,6 @@ check_sequence_accuracy(my_sequence_accuracy)
 # %% [markdown]
 # **Going further.** Train with `n_layers=1`, or with `label_smoothing=0.0`, or for half as many steps
 # (`steps=250`): how does the held-out accuracy move? Add a date format of your own to
-# `course_utils.dates.DATE_FORMATS` (in a copy) and check whether the trained model handles it without retraining.
+# `course_utils.data.dates.DATE_FORMATS` (in a copy) and check whether the trained model handles it without retraining.
 #
 # Next: [07 · A GPT on Shakespeare](07_gpt.ipynb): a decoder-only language model trained on real text.

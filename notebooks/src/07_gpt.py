@@ -68,6 +68,7 @@ from course_utils import (
     record_attention,
     set_seed,
     split_ids,
+    synchronize,
     train,
 )
 from course_utils.checks import (
@@ -77,7 +78,6 @@ from course_utils.checks import (
     check_sampling_step,
     check_top_p,
 )
-from course_utils.utils import synchronize
 
 set_seed(0)
 device = get_device()
@@ -192,7 +192,7 @@ print(textwrap.dedent(inspect.getsource(GPTBlock.forward)))
 # ## 3. The recipe
 #
 # The sizes and training settings are those of nanoGPT's Shakespeare example (Andrej Karpathy's minimal GPT;
-# its `config/train_shakespeare_char.py`), kept once in `course_utils.recipes`. A recipe holds the model's
+# its `config/train_shakespeare_char.py`), kept once in `course_utils.training.recipes`. A recipe holds the model's
 # sizes (a `GPTConfig`, a frozen dataclass whose fields are `GPT`'s arguments), the training settings (a
 # `TrainConfig`, chapter 02) and how often to evaluate. The cell below prints both recipes and counts their
 # parameters:
@@ -626,7 +626,7 @@ print("the last position's logits are the same with the cache as without it")
 # %% [markdown]
 # `GPT.generate(use_cache=True)`, the default, does exactly this at every step; `use_cache=False` recomputes
 # the whole context. Both must produce **exactly** the same text. Timed over one full context window
-# (`synchronize(device)`, from `course_utils.utils`, waits for a GPU to finish its queued work before the clock
+# (`synchronize(device)` waits for a GPU to finish its queued work before the clock
 # is read, and does nothing on a CPU):
 
 # %% tags=["nbval-ignore-output"]

@@ -69,6 +69,7 @@ from course_utils import (
     load_multi30k,
     load_pretrained,
     merge_pair,
+    pad_batch,
     padding_mask,
     pretokenize,
     record_attention,
@@ -78,7 +79,6 @@ from course_utils import (
     translate,
 )
 from course_utils.checks import check_beam_step, check_bpe_segment, check_ngram_matches, check_prediction
-from course_utils.translation import pad_batch
 
 set_seed(0)
 device = get_device()
@@ -364,7 +364,8 @@ def my_beam_step(scores, log_probs):
 check_beam_step(my_beam_step)
 
 # %% [markdown]
-# `course_utils.beam_search` does this step and three more things:
+# `course_utils.beam_search` does this step and three more things (with $K = 1$ it is greedy decoding: chapter 06's
+# `greedy_decode` is this function with one beam):
 #
 # - at the start the $K$ hypotheses of a sentence are the same `<bos>`, so all but one start at $-\infty$: else the
 #   first step would keep $K$ copies of the same token;
@@ -443,8 +444,10 @@ mask = padding_mask(src, tokenizer.pad_id)  # (B, 1, 1, S)
 timings, outputs = {}, {}
 for use_cache in (False, True):
     start = time.perf_counter()
-    outputs[use_cache] = beam_search(model, src, mask, 4, src.size(1) + 50, tokenizer.bos_id, tokenizer.eos_id,
-                                     tokenizer.pad_id, ALPHA, use_cache=use_cache)  # fmt: skip
+    outputs[use_cache] = beam_search(
+        model, src, mask, beam_size=4, max_len=src.size(1) + 50, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id,
+        pad_id=tokenizer.pad_id, alpha=ALPHA, use_cache=use_cache,
+    )  # fmt: skip
     timings[use_cache] = time.perf_counter() - start
 print(f"beam 4 on 25 sentences: {timings[False]:.1f} s recomputing every prefix, {timings[True]:.1f} s with caches")
 print("the same translations:", torch.equal(outputs[False], outputs[True]))

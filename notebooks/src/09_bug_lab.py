@@ -324,7 +324,7 @@ check_future_leak(my_future_leak)
 
 # %%
 class QueriesFromEncoder(DecoderLayer):
-    def _cross_attention(self, x, memory, src_mask):
+    def cross_attention_block(self, x, memory, src_mask, cache=None):  # as chapter 05's SwappedDecoderLayer
         out, _ = self.cross_attn(query=memory, key=x, value=x)  # BUG: the memory asks, the decoder answers
         return self.dropout2(out)
 

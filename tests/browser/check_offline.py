@@ -151,7 +151,7 @@ def main() -> int:
     args = parser.parse_args()
     browser = find_chromium()
     builder = load(NOTEBOOKS / "build.py", "build")
-    from course_utils._vega import offline_html
+    from course_utils.teaching._vega import offline_html
 
     args.out.mkdir(parents=True, exist_ok=True)
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))

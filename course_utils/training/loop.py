@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +17,8 @@ from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
-from .utils import eval_mode, in_mode, synchronize
+from ..settings import PROGRESS
+from ..utils import eval_mode, in_mode, synchronize
 
 __all__ = ["History", "TrainConfig", "lr_factor", "make_optimizer", "noam_lr", "train", "train_step"]
 
@@ -166,7 +166,7 @@ def train(
     history, losses, shown, evaluating = History(), [], {}, 0.0
     # A widget in notebooks; COURSE_PROGRESS=text gives a plain-text bar, whose last line stays readable
     # in saved notebooks (the committed outputs are made that way).
-    bar_type = text_tqdm if os.environ.get("COURSE_PROGRESS") == "text" else tqdm
+    bar_type = text_tqdm if PROGRESS.value() == "text" else tqdm
     bar = bar_type(range(config.steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout)
     start = time.perf_counter()
     with in_mode(model, training=True):

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from .gpt import GPTConfig
-from .model import TransformerConfig
-from .train import TrainConfig
+from ..model import GPTConfig, TransformerConfig
+from .loop import TrainConfig
 
 __all__ = [
     "DATE_TRANSFORMER",

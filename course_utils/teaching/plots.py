@@ -6,7 +6,6 @@ notebook displays it. Attention weights may be given as tensors or arrays of sha
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -19,12 +18,13 @@ from matplotlib.image import AxesImage
 from numpy.typing import ArrayLike
 from torch import Tensor
 
+from ..settings import OFFLINE_CHARTS
 from . import _vega
 
 if TYPE_CHECKING:  # Altair costs ~2 s to import: only the interactive charts load it
     import altair as alt
 
-    from .train import History
+    from ..training.loop import History
 
 Matrix = Tensor | ArrayLike  # weights or an encoding: a tensor (any device, with or without gradients) or an array
 
@@ -88,7 +88,7 @@ def _altair() -> ModuleType:
     """Altair, imported on first use (it costs ~2 s), honouring ``COURSE_OFFLINE_CHARTS``."""
     import altair as alt
 
-    if os.environ.get("COURSE_OFFLINE_CHARTS", "").lower() in {"1", "true", "yes"}:
+    if OFFLINE_CHARTS.is_on():
         if alt.renderers.active != OFFLINE_RENDERER:
             use_offline_charts()
     return alt

@@ -219,6 +219,111 @@ def _table_hint(ours: Tensor, reference: Tensor) -> str | None:
     return None
 
 
+def _shape_report(out: Tensor, ref: Tensor) -> ProbeReport | None:
+    if out.shape == ref.shape:
+        return None
+    return ProbeReport(
+        "equality", True, math.inf, f"shapes differ: ours {tuple(out.shape)}, reference {tuple(ref.shape)}",
+        "an axis swapped, merged or taken from the wrong input (an attention output has the query's length: "
+        "queries from the encoder give the source's length)",
+    )  # fmt: skip
+
+
+def _non_finite_report(out: Tensor, ref: Tensor) -> ProbeReport | None:
+    broken = ~torch.isfinite(out) & torch.isfinite(ref)
+    if not broken.any():
+        return None
+    kinds = " and ".join(
+        k for k, m in (("NaN", torch.isnan(out)), ("infinite", torch.isinf(out))) if (m & broken).any()
+    )
+    return ProbeReport(
+        "equality", True, math.nan, f"ours is {kinds} at {int(broken.sum())} entries where the reference is finite",
+        "log(0): the log of a probability that underflowed to 0 (use log_softmax) or of a zero target (0 * log 0 "
+        "is NaN: use torch.xlogy); or a row with every entry masked (a mask of the other convention)",
+    )  # fmt: skip
+
+
+def _where(out: Tensor, ref: Tensor, diff: float) -> str:
+    """Where the largest difference is, and the reference's value there."""
+    flat = int(torch.nan_to_num((out - ref).abs(), nan=math.inf).flatten().argmax())
+    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), out.shape))
+    return f"largest difference {diff:.3g} at index {where} (reference value there {float(ref[where]):.4g})"
+
+
+def _scale_hint(out: Tensor, ref: Tensor) -> tuple[str, str] | None:
+    """Ours = the reference times a constant: (the finding, the likely cause), or None."""
+    ratio = float((out * ref).sum() / (ref * ref).sum().clamp_min(1e-30))  # the best c in ours ~ c * reference
+    residual = float((out - ratio * ref).norm() / ref.norm().clamp_min(1e-30))
+    if residual >= 1e-3 or abs(ratio - 1) <= 1e-4:
+        return None
+    n = out.size(-1)
+    unbiased = n > 1 and min(abs(ratio - math.sqrt((n - 1) / n)), abs(ratio - math.sqrt(n / (n - 1)))) < 2e-4
+    if unbiased:
+        cause = (
+            f"{ratio:.5f} is sqrt((n-1)/n) for n = {n} features: an unbiased std (x.std() divides by n - 1); "
+            "LayerNorm uses the biased variance, x.var(unbiased=False)"
+        )
+    else:
+        cause = "a constant factor: a scale applied twice, or not at all (sqrt(d_k), sqrt(d_model))"
+    return f"; ours = reference x {ratio:.5f}", cause
+
+
+def _attention_hint(weights: Tensor | None, ref_weights: Tensor | None) -> str | None:
+    """What differs between two sets of attention weights ``(..., T_q, T_k)``, or None."""
+    if weights is None or ref_weights is None:
+        return None
+    if weights.dim() == ref_weights.dim() + 1:
+        weights = weights.mean(1)  # ours per head, the reference's averaged over heads
+    if weights.shape != ref_weights.shape:
+        return None
+    rows = max(weights.shape[:-1].numel(), 1)
+    blocked = float(weights[ref_weights == 0].sum()) / rows  # ours' weight on keys the reference blocks, per row
+    sharp, ref_sharp = float(weights.amax(-1).mean()), float(ref_weights.amax(-1).mean())
+    same_top = float((weights.argmax(-1) == ref_weights.argmax(-1)).float().mean())
+    if blocked > 1e-3:
+        return (
+            f"ours puts {blocked:.0%} of its attention (per row, on average) on keys the reference blocks: a mask of "
+            "the other convention (nn.MultiheadAttention takes True = blocked), or one broadcast along the wrong axis"
+        )
+    if same_top < 0.9:
+        return (
+            f"ours favours another key than the reference in {1 - same_top:.0%} of the rows: queries and keys are "
+            "paired differently, as when heads are split with view(B, h, T, d_k) instead of "
+            "view(B, T, h, d_k).transpose(1, 2), or merged without transposing back"
+        )
+    if sharp < ref_sharp - 1e-3:
+        return (
+            f"ours attends more evenly (largest weight {sharp:.3f} per row on average, reference {ref_sharp:.3f}): "
+            "scores divided by too large a number, such as sqrt(d_model) instead of sqrt(d_k)"
+        )
+    if sharp > ref_sharp + 1e-3:
+        return (
+            f"ours attends more sharply (largest weight {sharp:.3f} per row on average, reference {ref_sharp:.3f}): "
+            "scores not divided by sqrt(d_k), or by too small a number"
+        )
+    return None
+
+
+def _epsilon_hint(
+    ours: Callable[..., Any], reference: Callable[..., Any], inputs: tuple[Any, ...], relative: float
+) -> tuple[str, str] | None:
+    """Whether the relative difference grows when the float inputs shrink 1000 times (an epsilon in the wrong
+    place): (the finding, the likely cause), or None."""
+    if not any(isinstance(x, Tensor) and x.is_floating_point() for x in inputs):
+        return None
+    small = tuple(x * 1e-3 if isinstance(x, Tensor) and x.is_floating_point() else x for x in inputs)
+    s_out, _ = _evaluate(ours, small)
+    s_ref, _ = _evaluate(reference, small)
+    s_relative = _largest((s_out - s_ref).abs()) / max(float(s_ref.abs().max()), 1e-30)
+    if s_relative <= 10 * relative or s_relative <= 1e-3:
+        return None
+    return (
+        f"; with inputs 1000 times smaller the relative difference grows from {relative:.2g} to {s_relative:.2g}",
+        "an epsilon in the wrong place: (x - mean) / (std + eps) instead of (x - mean) / sqrt(var + eps), "
+        "which matters when the variance is small",
+    )
+
+
 def equality_probe(
     ours: Callable[..., Any] | Tensor,
     reference: Callable[..., Any] | Tensor,
@@ -234,94 +339,34 @@ def equality_probe(
     same weights first (``MultiHeadAttention.from_torch``, ``load_state_dict``). To tell an epsilon in the
     wrong place, the probe also runs both on the float inputs scaled by 1e-3.
     """
-    if not isinstance(ours, Tensor) and callable(ours) and not isinstance(reference, Tensor):
+    # Each pattern recognised is one small function above (_scale_hint, _attention_hint...): a new one is a new
+    # function and a few lines here.
+    if not isinstance(ours, Tensor) and not isinstance(reference, Tensor):
         unsteady = _unsteady("equality", ours, *inputs)
         if unsteady:
             return unsteady
     out, weights = _evaluate(ours, inputs)
     ref, ref_weights = _evaluate(reference, inputs)
-    if out.shape != ref.shape:
-        return ProbeReport(
-            "equality", True, math.inf, f"shapes differ: ours {tuple(out.shape)}, reference {tuple(ref.shape)}",
-            "an axis swapped, merged or taken from the wrong input (an attention output has the query's length: "
-            "queries from the encoder give the source's length)",
-        )  # fmt: skip
-    broken = ~torch.isfinite(out) & torch.isfinite(ref)
-    if broken.any():
-        kinds = " and ".join(
-            k for k, m in (("NaN", torch.isnan(out)), ("infinite", torch.isinf(out))) if (m & broken).any()
-        )
-        return ProbeReport(
-            "equality", True, math.nan, f"ours is {kinds} at {int(broken.sum())} entries where the reference is finite",
-            "log(0): the log of a probability that underflowed to 0 (use log_softmax) or of a zero target (0 * log 0 "
-            "is NaN: use torch.xlogy); or a row with every entry masked (a mask of the other convention)",
-        )  # fmt: skip
+    failed = _shape_report(out, ref) or _non_finite_report(out, ref)
+    if failed:
+        return failed
     diff = _largest((out - ref).abs())
-    tol = _tolerance(ref, atol)
-    if diff <= tol:
+    if diff <= _tolerance(ref, atol):
         return ProbeReport("equality", False, diff, f"equal to the reference ({_ROUNDING})")
-    flat = int(torch.nan_to_num((out - ref).abs(), nan=math.inf).flatten().argmax())
-    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), out.shape))
-    finding = f"largest difference {diff:.3g} at index {where} (reference value there {float(ref[where]):.4g})"
-    hints = []
-    table = _table_hint(out, ref)
-    if table:
-        hints.append(table)
-    ratio = float((out * ref).sum() / (ref * ref).sum().clamp_min(1e-30))
-    residual = float((out - ratio * ref).norm() / ref.norm().clamp_min(1e-30))
-    if residual < 1e-3 and abs(ratio - 1) > 1e-4:
-        n = out.size(-1)
-        finding += f"; ours = reference x {ratio:.5f}"
-        if n > 1 and min(abs(ratio - math.sqrt((n - 1) / n)), abs(ratio - math.sqrt(n / (n - 1)))) < 2e-4:
-            hints.append(
-                f"{ratio:.5f} is sqrt((n-1)/n) for n = {n} features: an unbiased std (x.std() divides by n - 1); "
-                "LayerNorm uses the biased variance, x.var(unbiased=False)"
-            )
-        else:
-            hints.append("a constant factor: a scale applied twice, or not at all (sqrt(d_k), sqrt(d_model))")
-    if weights is not None and ref_weights is not None:
-        if weights.dim() == ref_weights.dim() + 1:
-            weights = weights.mean(1)  # ours per head, the reference's averaged over heads
-        if weights.shape == ref_weights.shape:
-            blocked = weights[ref_weights == 0].sum() / max(weights.shape[:-1].numel(), 1)
-            sharp, ref_sharp = float(weights.amax(-1).mean()), float(ref_weights.amax(-1).mean())
-            same_top = float((weights.argmax(-1) == ref_weights.argmax(-1)).float().mean())
-            if blocked > 1e-3:
-                hints.append(
-                    f"ours puts {float(blocked):.0%} of its attention (per row, on average) on keys the reference "
-                    "blocks: a mask of the other convention (nn.MultiheadAttention takes True = blocked), or one "
-                    "broadcast along the wrong axis"
-                )
-            elif same_top < 0.9:
-                hints.append(
-                    f"ours favours another key than the reference in {1 - same_top:.0%} of the rows: queries and keys "
-                    "are paired differently, as when heads are split with view(B, h, T, d_k) instead of "
-                    "view(B, T, h, d_k).transpose(1, 2), or merged without transposing back"
-                )
-            elif sharp < ref_sharp - 1e-3:
-                hints.append(
-                    f"ours attends more evenly (largest weight {sharp:.3f} per row on average, reference "
-                    f"{ref_sharp:.3f}): scores divided by too large a number, such as sqrt(d_model) instead of sqrt(d_k)"
-                )
-            elif sharp > ref_sharp + 1e-3:
-                hints.append(
-                    f"ours attends more sharply (largest weight {sharp:.3f} per row on average, reference "
-                    f"{ref_sharp:.3f}): scores not divided by sqrt(d_k), or by too small a number"
-                )
-    floats = [x for x in inputs if isinstance(x, Tensor) and x.is_floating_point()]
-    if floats and not isinstance(ours, Tensor) and not isinstance(reference, Tensor):
-        small = tuple(x * 1e-3 if isinstance(x, Tensor) and x.is_floating_point() else x for x in inputs)
-        s_out, _ = _evaluate(ours, small)
-        s_ref, _ = _evaluate(reference, small)
+    finding = _where(out, ref, diff)
+    hints = [_table_hint(out, ref)]
+    scale = _scale_hint(out, ref)
+    if scale:
+        finding += scale[0]
+        hints.append(scale[1])
+    hints.append(_attention_hint(weights, ref_weights))
+    if not isinstance(ours, Tensor) and not isinstance(reference, Tensor):
         relative = diff / max(float(ref.abs().max()), 1e-30)
-        s_relative = _largest((s_out - s_ref).abs()) / max(float(s_ref.abs().max()), 1e-30)
-        if s_relative > 10 * relative and s_relative > 1e-3:
-            finding += f"; with inputs 1000 times smaller the relative difference grows from {relative:.2g} to {s_relative:.2g}"
-            hints.append(
-                "an epsilon in the wrong place: (x - mean) / (std + eps) instead of (x - mean) / sqrt(var + eps), "
-                "which matters when the variance is small"
-            )
-    likely = "; ".join(hints) or (
+        epsilon = _epsilon_hint(ours, reference, inputs, relative)
+        if epsilon:
+            finding += epsilon[0]
+            hints.append(epsilon[1])
+    likely = "; ".join(h for h in hints if h) or (
         "the difference has no simple pattern: compare intermediate results (forward hooks) to find the first "
         "step that differs"
     )

@@ -12,12 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..utils import eval_mode
 from .attention import KVCache, MultiHeadAttention
 from .layers import FeedForward, LayerNorm
-from .text import random_windows
-from .utils import eval_mode
 
-__all__ = ["GPT", "GPTBlock", "GPTConfig", "estimate_loss"]
+__all__ = ["GPT", "GPTBlock", "GPTConfig"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,9 @@ class GPTConfig:
 
 
 class GPTBlock(nn.Module):
-    """A pre-norm decoder layer without cross-attention: x + CausalSelfAttn(LN(x)), then x + FFN(LN(x))."""
+    """A pre-norm decoder layer without cross-attention: x + CausalSelfAttn(LN(x)), then x + FFN(LN(x)).
+
+    The two sublayers are ``self_attention_block(x, cache)`` and ``feed_forward_block(x)``, as in ``DecoderLayer``."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
@@ -44,11 +45,16 @@ class GPTBlock(nn.Module):
         self.feed_forward = FeedForward(d_model, d_ff, dropout=0.0, activation="gelu", bias=bias)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
+    def self_attention_block(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
+        attended, _ = self.self_attn(query=x, key=x, value=x, is_causal=True, cache=cache)
+        return self.dropout1(attended)  # (B, T, d_model)
+
+    def feed_forward_block(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.feed_forward(x))  # (B, T, d_model)
+
     def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
-        h = self.norm1(x)
-        attended, _ = self.self_attn(query=h, key=h, value=h, is_causal=True, cache=cache)
-        x = x + self.dropout1(attended)
-        return x + self.dropout2(self.feed_forward(self.norm2(x)))  # (B, T, d_model)
+        x = x + self.self_attention_block(self.norm1(x), cache)
+        return x + self.feed_forward_block(self.norm2(x))  # (B, T, d_model)
 
 
 class GPT(nn.Module):
@@ -157,19 +163,3 @@ class GPT(nn.Module):
             logits = logits.masked_fill(logits < kth, float("-inf"))
         probs = logits.softmax(dim=-1)
         return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
-
-
-@torch.no_grad()
-def estimate_loss(
-    model: GPT, splits: dict[str, Tensor], batch_size: int, iters: int = 50, seed: int = 1234
-) -> dict[str, float]:
-    """Mean loss of ``model`` over ``iters`` batches of random windows of each split. The windows are the
-    same at every call (fixed ``seed``), so successive estimates are comparable."""
-    device = next(model.parameters()).device
-    out = {}
-    with eval_mode(model):
-        for name, data in splits.items():
-            windows = random_windows(data, model.block_size, batch_size, seed=seed)
-            losses = [model(*(t.to(device) for t in next(windows)))[1] for _ in range(iters)]
-            out[name] = torch.stack([loss for loss in losses if loss is not None]).mean().item()
-    return out

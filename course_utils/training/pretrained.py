@@ -1,7 +1,7 @@
 """Trained weights that ship with the course, for a class with no time or no GPU to train.
 
 Chapter 06's date Transformer, chapter 07's CPU-sized GPT and chapter 08's Multi30k translator are trained by
-``tools/build_checkpoints.py`` with exactly the recipes the notebooks use (``course_utils.recipes``), on the CPU,
+``tools/build_checkpoints.py`` with exactly the recipes the notebooks use (``course_utils.training.recipes``), on the CPU,
 and saved with what training measured: the loss history, evaluations and, for the GPT, its samples; the
 translator also carries its tokenizer's merges and its test-set BLEU, and is stored in half precision. The
 files hold plain tensors, numbers and strings only, so ``torch.load(..., weights_only=True)`` reads them.
@@ -22,12 +22,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .loop import History
 from .recipes import DATE_TRANSFORMER, MULTI30K_TRANSLATOR, SHAKESPEARE_GPT_CPU, Recipe
-from .train import History
 
 __all__ = ["PRETRAINED", "Pretrained", "load_pretrained"]
 
-CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
+CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"  # course_utils/checkpoints/
 
 # name -> the recipe its weights were trained with
 PRETRAINED: dict[str, Recipe[Any]] = {
@@ -81,7 +81,9 @@ def load_pretrained(name: str, device: torch.device | str | None = None) -> Pret
     saved = torch.load(path, map_location=device or "cpu", weights_only=True)
     recipe = PRETRAINED[name]
     if saved["recipe"] != asdict(recipe):
-        raise ValueError(f"{path} was trained with another recipe than course_utils.recipes holds: run `{rebuild}`")
+        raise ValueError(
+            f"{path} was trained with another recipe than course_utils.training.recipes holds: run `{rebuild}`"
+        )
     history = saved["history"]
     history["evals"] = [(step, metrics) for step, metrics in history["evals"]]
     # Weights stored in half precision come back as float32; a tied weight, stored once, under all its names.

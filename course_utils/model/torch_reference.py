@@ -11,14 +11,14 @@ Shape letters: B batch, S source length, T target length.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 
 import torch
 from torch import Tensor, nn
 
 from .masks import causal_mask
-from .model import Transformer
+from .torch_names import torch_state_dict
+from .transformer import Transformer
 
 __all__ = ["TorchTransformer"]
 
@@ -91,36 +91,6 @@ class TorchDecoder(nn.Module):
             memory_key_padding_mask=key_padding_mask(src_mask),
         )
         return out
-
-
-# Our parameter names -> PyTorch's, in the order applied (see torch_state_dict).
-_RENAMES = [
-    (r"^(encoder|decoder)\.", r"\1.stack."),
-    (r"\.cross_attn\.", ".multihead_attn."),
-    (r"_attn\.w_o\.", "_attn.out_proj."),
-    (r"\.feed_forward\.w_1\.", ".linear1."),
-    (r"\.feed_forward\.w_2\.", ".linear2."),
-]
-_PROJECTION = re.compile(r"^(.*_attn)\.w_([qkv])\.(weight|bias)$")
-
-
-def torch_state_dict(state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """A ``Transformer``'s state dict, renamed and packed for ``TorchTransformer``: each attention's W^Q, W^K, W^V
-    ``(d_model, d_model)`` stacked into torch's ``in_proj_weight`` ``(3 d_model, d_model)`` (biases alike)."""
-    out: dict[str, Tensor] = {}
-    packed: dict[str, dict[str, Tensor]] = {}
-    for name, tensor in state.items():
-        for pattern, replacement in _RENAMES:
-            name = re.sub(pattern, replacement, name)
-        projection = _PROJECTION.match(name)
-        if projection:
-            attention, which, kind = projection.groups()
-            packed.setdefault(f"{attention}.in_proj_{kind}", {})[which] = tensor
-        else:
-            out[name] = tensor
-    for name, parts in packed.items():
-        out[name] = torch.cat([parts["q"], parts["k"], parts["v"]])  # torch's order: queries, keys, values
-    return out
 
 
 class TorchTransformer(Transformer):

@@ -18,12 +18,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from torch import Tensor
+
+from .tokenizers import SPECIALS, SpecialTokens
+
 __all__ = ["BPETokenizer", "learn_bpe", "learn_bpe_fast", "merge_pair", "pretokenize"]
 
 SPACE = "\u2581"  # ▁ stands for the space before a piece
 # A piece: optional ▁, then a run of word characters (letters, digits, _) or one other character; or a lone ▁
 PIECE = re.compile(rf"{SPACE}?\w+|{SPACE}?[^\w{SPACE}]|{SPACE}")
-SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 
 def pretokenize(text: str) -> list[str]:
@@ -48,7 +51,7 @@ def merge_pair(symbols: Sequence[str], pair: tuple[str, str]) -> list[str]:
     return out
 
 
-class BPETokenizer:
+class BPETokenizer(SpecialTokens):
     """Encodes text to ids with learned merges and decodes ids back to the exact text.
 
     Ids 0-3 are ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>``; then the characters in Unicode order, then every
@@ -68,15 +71,6 @@ class BPETokenizer:
                 self.itos.append(a + b)
         self.rank = {pair: i for i, pair in enumerate(self.merges)}
         self._cache: dict[str, list[int]] = {}
-
-    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.itos)
-
-    def __len__(self) -> int:
-        return len(self.itos)
 
     def __repr__(self) -> str:
         return f"BPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)})"
@@ -105,16 +99,9 @@ class BPETokenizer:
             ids += self._cache[piece]
         return [*ids, self.eos_id] if eos else ids
 
-    def decode(self, ids: Iterable[int]) -> str:
+    def decode(self, ids: Iterable[int] | Tensor) -> str:
         """The text of ``ids``; reading stops at ``<eos>``, and ``<pad>`` and ``<bos>`` are skipped."""
-        out = []
-        for i in ids:
-            i = int(i)
-            if i == self.eos_id:
-                break
-            if i not in (self.pad_id, self.bos_id):
-                out.append(self.itos[i])
-        return "".join(out).replace(SPACE, " ")[1:]
+        return "".join(self.itos[i] for i in self.shown(ids)).replace(SPACE, " ")[1:]
 
     def to_dict(self) -> dict[str, list[str]]:
         """Plain strings, for a checkpoint: ``BPETokenizer.from_dict(tok.to_dict())`` rebuilds it."""

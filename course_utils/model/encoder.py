@@ -9,9 +9,9 @@ from collections.abc import Iterable
 
 from torch import Tensor, nn
 
-from ._interop import layer_from_torch
 from .attention import MultiHeadAttention
 from .layers import FeedForward, LayerNorm
+from .torch_names import layer_from_torch
 
 __all__ = ["Encoder", "EncoderLayer"]
 
@@ -23,6 +23,12 @@ class EncoderLayer(nn.Module):
     Pre-norm (most modern models, ``norm_first=True``): ``x = x + Sublayer(LayerNorm(x))``.
     ``forward(x (B, T, d_model), mask)`` -> ``(B, T, d_model)``; ``mask`` is usually
     ``padding_mask(src, pad_id)`` of shape ``(B, 1, 1, T)``.
+
+    Each sublayer is one method, for a subclass to override (a variant, a bug to study), as PyTorch's
+    ``_sa_block`` and ``_ff_block``; the residual connections and norms stay in ``forward``:
+
+    - ``self_attention_block(x, mask)``: attention over ``x`` itself, then dropout;
+    - ``feed_forward_block(x)``: the feed-forward network, then dropout.
     """
 
     def __init__(
@@ -35,20 +41,20 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2 = LayerNorm(d_model, eps), LayerNorm(d_model, eps)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
-    def _self_attention(self, x: Tensor, mask: Tensor | None) -> Tensor:
+    def self_attention_block(self, x: Tensor, mask: Tensor | None) -> Tensor:
         out, _ = self.self_attn(query=x, key=x, value=x, mask=mask)
-        return self.dropout1(out)
+        return self.dropout1(out)  # (B, T, d_model)
 
-    def _feed_forward(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.feed_forward(x))
+    def feed_forward_block(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.feed_forward(x))  # (B, T, d_model)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), mask)
-            x = x + self._feed_forward(self.norm2(x))
+            x = x + self.self_attention_block(self.norm1(x), mask)
+            x = x + self.feed_forward_block(self.norm2(x))
         else:
-            x = self.norm1(x + self._self_attention(x, mask))
-            x = self.norm2(x + self._feed_forward(x))
+            x = self.norm1(x + self.self_attention_block(x, mask))
+            x = self.norm2(x + self.feed_forward_block(x))
         return x  # (B, T, d_model)
 
     @classmethod

@@ -2,7 +2,7 @@
 corpus for translation (WMT16 multimodal task 1): 29,000 training, 1,014 validation and 1,000 test pairs.
 
 The raw files come from the dataset's own repository on first use, each checked against its SHA-256
-(``course_utils.text.fetch``; ``$COURSE_DATA_MIRROR`` points at an offline copy).
+(``course_utils.data.text.fetch``; ``$COURSE_DATA_MIRROR`` points at an offline copy).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .data import CharTokenizer
+from ..settings import DATA_DIR, DATA_MIRROR
+from .tokenizers import CharTokenizer
 
 __all__ = ["TINY_SHAKESPEARE", "DataFile", "fetch", "load_tiny_shakespeare", "random_windows", "split_ids"]
 
@@ -42,9 +43,10 @@ TINY_SHAKESPEARE = DataFile(
 
 def default_data_dir() -> Path:
     """``$COURSE_DATA_DIR``, else the repository's ``data/`` folder, else ``~/.cache/transformers-from-scratch``."""
-    if os.environ.get("COURSE_DATA_DIR"):
-        return Path(os.environ["COURSE_DATA_DIR"])
-    repository_data = Path(__file__).resolve().parents[1] / "data"
+    folder = DATA_DIR.value()
+    if folder:
+        return Path(folder)
+    repository_data = Path(__file__).resolve().parents[2] / "data"
     if (repository_data / "README.md").exists():  # a checkout of the course
         return repository_data
     return Path.home() / ".cache" / "transformers-from-scratch"
@@ -59,7 +61,7 @@ def fetch(file: DataFile, data_dir: str | Path | None = None) -> Path:
     ``data_dir``, downloading it there first if needed. Every copy is checked against its SHA-256; a
     download is written to a temporary file and moved into place only once verified.
     """
-    mirror = os.environ.get("COURSE_DATA_MIRROR")
+    mirror = DATA_MIRROR.value()
     if mirror and (Path(mirror) / file.name).exists():
         path = Path(mirror) / file.name
         if not _verified(path, file):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from ._interop import layer_from_torch
 from .attention import KVCache, MultiHeadAttention
 from .encoder import LayerStack
 from .layers import FeedForward, LayerNorm
+from .torch_names import layer_from_torch
 
 __all__ = ["Decoder", "DecoderCache", "DecoderLayer"]
 
@@ -35,6 +35,15 @@ class DecoderLayer(nn.Module):
     seeing later ones. In cross-attention the **queries come from the decoder** (``x``) and the keys
     and values from ``memory``, masked with ``src_mask`` (``(B, 1, 1, S)``): each target position
     asks which source positions matter to it. Residuals and norms as in ``EncoderLayer``.
+
+    Each sublayer is one method, for a subclass to override (chapter 05's and the bug lab's swapped
+    cross-attention), as PyTorch's ``_sa_block``, ``_mha_block`` and ``_ff_block``; ``forward`` adds the
+    residual connections and norms. ``cache`` is None except in incremental decoding (``Decoder.new_caches``):
+
+    - ``self_attention_block(x, tgt_mask, cache)``: masked attention over the target, then dropout;
+    - ``cross_attention_block(x, memory, src_mask, cache)``: queries from ``x``, keys and values from
+      ``memory``, then dropout;
+    - ``feed_forward_block(x)``: the feed-forward network, then dropout.
     """
 
     def __init__(
@@ -48,23 +57,21 @@ class DecoderLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps) for _ in range(3))
         self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
 
-    def _self_attention(self, x: Tensor, tgt_mask: Tensor | None, cache: DecoderCache | None = None) -> Tensor:
+    def self_attention_block(self, x: Tensor, tgt_mask: Tensor | None, cache: KVCache | None = None) -> Tensor:
         if cache is None:
             out, _ = self.self_attn(query=x, key=x, value=x, mask=tgt_mask)
         else:  # x holds only the new positions; they see every cached one and themselves
-            out, _ = self.self_attn(query=x, key=x, value=x, is_causal=True, cache=cache.self_attn)
-        return self.dropout1(out)
+            out, _ = self.self_attn(query=x, key=x, value=x, is_causal=True, cache=cache)
+        return self.dropout1(out)  # (B, T, d_model)
 
-    def _cross_attention(
-        self, x: Tensor, memory: Tensor, src_mask: Tensor | None, cache: DecoderCache | None = None
+    def cross_attention_block(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None
     ) -> Tensor:
-        out, _ = self.cross_attn(
-            query=x, key=memory, value=memory, mask=src_mask, cache=None if cache is None else cache.cross_attn
-        )
-        return self.dropout2(out)
+        out, _ = self.cross_attn(query=x, key=memory, value=memory, mask=src_mask, cache=cache)
+        return self.dropout2(out)  # (B, T, d_model): one output per target position
 
-    def _feed_forward(self, x: Tensor) -> Tensor:
-        return self.dropout3(self.feed_forward(x))
+    def feed_forward_block(self, x: Tensor) -> Tensor:
+        return self.dropout3(self.feed_forward(x))  # (B, T, d_model)
 
     def forward(
         self,
@@ -74,15 +81,15 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
-        extra = () if cache is None else (cache,)  # a subclass may override a sublayer without the cache argument
+        self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
         if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), tgt_mask, *extra)
-            x = x + self._cross_attention(self.norm2(x), memory, src_mask, *extra)
-            x = x + self._feed_forward(self.norm3(x))
+            x = x + self.self_attention_block(self.norm1(x), tgt_mask, self_cache)
+            x = x + self.cross_attention_block(self.norm2(x), memory, src_mask, cross_cache)
+            x = x + self.feed_forward_block(self.norm3(x))
         else:
-            x = self.norm1(x + self._self_attention(x, tgt_mask, *extra))
-            x = self.norm2(x + self._cross_attention(x, memory, src_mask, *extra))
-            x = self.norm3(x + self._feed_forward(x))
+            x = self.norm1(x + self.self_attention_block(x, tgt_mask, self_cache))
+            x = self.norm2(x + self.cross_attention_block(x, memory, src_mask, cross_cache))
+            x = self.norm3(x + self.feed_forward_block(x))
         return x  # (B, T, d_model)
 
     @classmethod

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .torch_names import course_state_dict
+
 __all__ = ["KVCache", "MultiHeadAttention", "record_attention", "scaled_dot_product_attention"]
 
 
@@ -94,13 +96,16 @@ class KVCache:
     not change, so they are kept here and only the new token's are computed (see ``GPT.generate``).
 
     ``static=True`` is for cross-attention, whose keys and values come from the encoder's memory and are
-    the same at every step: they are computed at the first call and reused, never extended.
+    the same at every step: they are computed at the first call and reused, never extended. Such a cache
+    belongs to the memory it was filled from: given another one (a new batch of sentences), it raises
+    instead of answering with the old sentences' keys and values.
     """
 
     def __init__(self, static: bool = False) -> None:
         self.static = static
         self.keys: Tensor | None = None
         self.values: Tensor | None = None
+        self.memory: Tensor | None = None  # static: the tensor the keys and values were computed from
 
     def __len__(self) -> int:
         return 0 if self.keys is None else self.keys.size(2)
@@ -109,9 +114,32 @@ class KVCache:
         """Append the new positions' keys and values; return all of them."""
         if self.keys is None or self.values is None:
             self.keys, self.values = keys, values
+        elif keys.size(0) != self.keys.size(0):
+            raise ValueError(
+                f"this cache holds the keys and values of {self.keys.size(0)} sequences; got {keys.size(0)}: a cache "
+                "serves one batch. Call new_caches() again for each new batch."
+            )
         else:
             self.keys = torch.cat([self.keys, keys], dim=2)  # (B, h, T_past + T_new, d_k)
             self.values = torch.cat([self.values, values], dim=2)
+        return self.keys, self.values
+
+    def store(self, memory: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Static: keep the keys and values computed from ``memory`` ``(B, S, d_model)``; return them."""
+        self.memory, self.keys, self.values = memory, keys, values
+        return keys, values
+
+    def lookup(self, memory: Tensor) -> tuple[Tensor, Tensor] | None:
+        """Static: the keys and values stored for ``memory``; None while nothing is stored; an error if they
+        were computed from another tensor."""
+        if self.memory is None or self.keys is None or self.values is None:
+            return None
+        if memory is not self.memory:
+            raise ValueError(
+                f"this cross-attention cache holds the keys and values of another memory ({_batch_and_length(self.memory)}"
+                f"; now {_batch_and_length(memory)}): a cache serves one batch of sources. Call new_caches() again "
+                "for each new batch, and pass the same memory tensor at every step."
+            )
         return self.keys, self.values
 
     def reorder(self, index: Tensor) -> None:
@@ -119,6 +147,10 @@ class KVCache:
         its parent's keys and values)."""
         if self.keys is not None and self.values is not None:
             self.keys, self.values = self.keys[index], self.values[index]
+
+
+def _batch_and_length(memory: Tensor) -> str:
+    return f"B={memory.size(0)}, S={memory.size(1)}" if memory.dim() == 3 else f"shape {tuple(memory.shape)}"
 
 
 class MultiHeadAttention(nn.Module):
@@ -185,12 +217,15 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         self._validate(query, key, value)
         q = self._split_heads(self.w_q(query))  # (B, h, T_q, d_k)
-        if cache is not None and cache.static and cache.keys is not None and cache.values is not None:
-            k, v = cache.keys, cache.values  # cross-attention: the memory's keys and values, computed once
+        stored = cache.lookup(key) if cache is not None and cache.static else None
+        if stored is not None:
+            k, v = stored  # cross-attention: the memory's keys and values, computed at the first step
         else:
             k = self._split_heads(self.w_k(key))  # (B, h, T_k, d_k)
             v = self._split_heads(self.w_v(value))  # (B, h, T_k, d_k)
-            if cache is not None:
+            if cache is not None and cache.static:
+                k, v = cache.store(key, k, v)
+            elif cache is not None:
                 k, v = cache.extend(k, v)  # (B, h, T_past + T_k, d_k): earlier positions' keys and values too
         T_q, T_k = q.size(2), k.size(2)
         if is_causal and cache is None and T_q != T_k:
@@ -240,14 +275,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("cannot mirror nn.MultiheadAttention with add_bias_kv or add_zero_attn")
         ours = cls(module.embed_dim, module.num_heads, dropout=module.dropout, bias=module.in_proj_bias is not None)
         ours.to(device=module.in_proj_weight.device, dtype=module.in_proj_weight.dtype)
-        with torch.no_grad():
-            for linear, weight in zip((ours.w_q, ours.w_k, ours.w_v), module.in_proj_weight.chunk(3)):
-                linear.weight.copy_(weight)
-            ours.w_o.weight.copy_(module.out_proj.weight)
-            if module.in_proj_bias is not None:
-                for linear, b in zip((ours.w_q, ours.w_k, ours.w_v), module.in_proj_bias.chunk(3)):
-                    linear.bias.copy_(b)
-                ours.w_o.bias.copy_(module.out_proj.bias)
+        ours.load_state_dict(course_state_dict(module.state_dict()))  # in_proj_weight split into w_q, w_k, w_v
         return ours.train(module.training)
 
 

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Sequence
 from datetime import date, timedelta
 
-from .data import CharTokenizer
+from .tokenizers import CharTokenizer
 
 __all__ = ["DATE_FORMATS", "DateTask"]
 

@@ -1,0 +1,36 @@
+"""Data: tokenizers, and the datasets the chapters learn from. Imports nothing of the package but ``settings``.
+
+- ``tokenizers``: the ``Tokenizer`` protocol every tokenizer follows (special ids 0-3), ``CharTokenizer``
+- ``bpe``: byte-pair encoding, ``learn_bpe`` (readable) and ``learn_bpe_fast``, ``BPETokenizer``
+- ``pairs``: string-pair tasks: ``reversal_pairs``, ``encode_pairs``, ``random_batches``
+- ``dates``: chapter 06's date-normalisation task, ``DateTask``
+- ``text``: files downloaded once and checked (``DataFile``, ``fetch``), Tiny Shakespeare, ``random_windows``
+- ``multi30k``: the German-English corpus of chapter 08, ``load_multi30k``
+"""
+
+from .bpe import BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
+from .dates import DateTask
+from .multi30k import load_multi30k
+from .pairs import encode_pairs, random_batches, reversal_pairs
+from .text import load_tiny_shakespeare, random_windows, split_ids
+from .tokenizers import SPECIALS, CharTokenizer, SpecialTokens, Tokenizer
+
+__all__ = [
+    "SPECIALS",
+    "BPETokenizer",
+    "CharTokenizer",
+    "DateTask",
+    "SpecialTokens",
+    "Tokenizer",
+    "encode_pairs",
+    "learn_bpe",
+    "learn_bpe_fast",
+    "load_multi30k",
+    "load_tiny_shakespeare",
+    "merge_pair",
+    "pretokenize",
+    "random_batches",
+    "random_windows",
+    "reversal_pairs",
+    "split_ids",
+]

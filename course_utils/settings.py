@@ -1,0 +1,56 @@
+"""Every environment variable the course reads, in one table (the README prints the same table).
+
+The package reads them through these objects only (``DEVICE.value()``); the notebooks read
+``COURSE_SKIP_TRAINING`` themselves, in plain sight. Imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = ["SETTINGS", "Setting"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its name, the values it takes, and what it changes."""
+
+    name: str
+    values: str
+    meaning: str
+
+    def value(self) -> str | None:
+        """The variable's value, or None when it is unset or empty."""
+        return os.environ.get(self.name) or None
+
+    def is_on(self) -> bool:
+        """True when the variable is 1, true or yes (any case)."""
+        return (self.value() or "").lower() in {"1", "true", "yes"}
+
+
+DEVICE = Setting(
+    "COURSE_DEVICE", "cpu, cuda, mps", "the device get_device() returns; unset: a GPU if there is one, else the CPU"
+)
+SKIP_TRAINING = Setting(
+    "COURSE_SKIP_TRAINING", "1", "notebooks 06-08 load the shipped weights instead of training (SKIP_TRAINING = True)"
+)
+PROGRESS = Setting("COURSE_PROGRESS", "text", "training shows plain-text progress bars instead of notebook widgets")
+OFFLINE_CHARTS = Setting(
+    "COURSE_OFFLINE_CHARTS", "1", "Altair charts are drawn without internet, as use_offline_charts() does"
+)
+DATA_DIR = Setting(
+    "COURSE_DATA_DIR",
+    "a folder",
+    "where downloaded data is kept; unset: data/ in a checkout, else ~/.cache/transformers-from-scratch",
+)
+DATA_MIRROR = Setting(
+    "COURSE_DATA_MIRROR", "a folder", "offline copies of the data files, used (after their checksum) before downloading"
+)
+GRADE_LOG = Setting(
+    "COURSE_GRADE_LOG",
+    "a file",
+    "set by python -m course_utils.grade for the notebook it runs: the checkers append their verdicts there",
+)
+
+SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR, GRADE_LOG)

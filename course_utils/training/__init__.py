@@ -1,0 +1,59 @@
+"""Training and using a model: the training loop, the recipes, the shipped weights, the sequence-to-sequence loss
+and batches, decoding (greedy and beam search) and the metrics. Imports ``model`` and ``data``, never ``teaching``.
+
+- ``loop``: ``TrainConfig``, the learning-rate schedules, ``train_step`` and ``train``, ``History``
+- ``recipes``: every training run of the course, once (``DATE_TRANSFORMER``, ``SHAKESPEARE_GPT_CPU``...)
+- ``pretrained``: ``load_pretrained``, the weights those recipes gave (``course_utils/checkpoints/``)
+- ``seq2seq``: ``seq2seq_loss`` (teacher forcing), ``pad_batch``, ``translation_batches``, ``validation_loss``
+- ``decoding``: ``beam_search``, ``greedy_decode`` (one beam), ``length_penalty``, ``translate``
+- ``metrics``: ``exact_match``, ``bleu``, ``estimate_loss``
+- ``translation``: chapter 08's ``train_translator`` and ``evaluate_bleu``
+"""
+
+from .decoding import beam_search, greedy_decode, length_penalty, translate
+from .loop import History, TrainConfig, lr_factor, make_optimizer, noam_lr, train, train_step
+from .metrics import bleu, estimate_loss, exact_match
+from .pretrained import load_pretrained
+from .recipes import (
+    DATE_TRANSFORMER,
+    MULTI30K_QUICK,
+    MULTI30K_TRANSLATOR,
+    SHAKESPEARE_GPT_CPU,
+    SHAKESPEARE_GPT_GPU,
+    Recipe,
+    TranslationRecipe,
+)
+from .seq2seq import encode_corpus, pad_batch, seq2seq_loss, translation_batches, validation_loss
+from .translation import evaluate_bleu, train_translator
+
+__all__ = [
+    "DATE_TRANSFORMER",
+    "MULTI30K_QUICK",
+    "MULTI30K_TRANSLATOR",
+    "SHAKESPEARE_GPT_CPU",
+    "SHAKESPEARE_GPT_GPU",
+    "History",
+    "Recipe",
+    "TrainConfig",
+    "TranslationRecipe",
+    "beam_search",
+    "bleu",
+    "encode_corpus",
+    "estimate_loss",
+    "evaluate_bleu",
+    "exact_match",
+    "greedy_decode",
+    "length_penalty",
+    "load_pretrained",
+    "lr_factor",
+    "make_optimizer",
+    "noam_lr",
+    "pad_batch",
+    "seq2seq_loss",
+    "train",
+    "train_step",
+    "train_translator",
+    "translate",
+    "translation_batches",
+    "validation_loss",
+]
