@@ -4,7 +4,8 @@ Every notebook builds one concept live, checks it against this package and PyTor
 from here: ``from course_utils import MultiHeadAttention``. Conventions: batch first, ``(B, T, d_model)``; heads
 ``(B, n_heads, T, d_k)``; bool masks with True = may attend.
 
-The package is four rooms and two doors; imports go down this list, never up (``tests/test_structure.py``):
+Five rooms (sub-packages) over two small modules, and the grader's command; imports go down this list, never up
+(``tests/test_structure.py``):
 
 ========================  ==========================================================================================
 ``settings``, ``utils``   every ``COURSE_*`` environment variable; devices, seeds, train/eval modes

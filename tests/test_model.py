@@ -219,3 +219,41 @@ def test_greedy_decode_is_beam_search_with_one_beam_with_or_without_caches():
     assert torch.equal(greedy, cached) and torch.equal(greedy, beam)
     with pytest.raises(TypeError):
         greedy_decode(model, src, mask, 9, BOS, EOS)  # type: ignore[misc]  # keywords after the mask
+
+
+def test_decoding_uses_the_cache_when_the_model_has_one_and_works_without():
+    """use_cache=None: incremental with the course's decoder, the whole prefix with PyTorch's; the same tokens."""
+    from course_utils import beam_search
+
+    ours = small()
+    theirs = TorchTransformer.from_course(ours)
+    src = torch.randint(3, 20, (3, 6))
+    mask = padding_mask(src, PAD)
+    kw = dict(beam_size=3, max_len=8, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    assert torch.equal(beam_search(ours, src, mask, **kw), beam_search(theirs, src, mask, **kw))
+    with pytest.raises(ValueError, match="course's Decoder"):
+        beam_search(theirs, src, mask, **kw, use_cache=True)
+
+
+def test_a_cache_refuses_the_other_kind_of_use():
+    with pytest.raises(ValueError, match=r"growing .*static=True"):
+        KVCache(static=True).extend(torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
+    with pytest.raises(ValueError, match=r"static .*static=False"):
+        KVCache().lookup(torch.zeros(1, 1, 2))
+
+
+def test_an_attention_variant_that_ignores_its_cache_is_refused_not_decoded_wrongly():
+    class NoCache(MultiHeadAttention):  # a bug-lab style variant: its forward drops cache= and is_causal=
+        def forward(self, query, key, value, mask=None, **kwargs):
+            return super().forward(query, key, value, mask)
+
+    from course_utils import beam_search
+
+    model = small()
+    for layer in model.decoder.layers:
+        layer.self_attn = NoCache(32, 4)
+    src = torch.randint(3, 20, (2, 5))
+    kw = dict(max_len=6, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    with pytest.raises(ValueError, match=r"ignored its cache.*use_cache=False"):
+        beam_search(model, src, None, beam_size=2, **kw)
+    greedy_decode(model, src, None, **kw)  # greedy decoding feeds the prefix back by default: no cache to ignore

@@ -352,3 +352,14 @@ def test_check_future_leak():
     assert not verdict and "position j itself" in verdict.message
     verdict = check_future_leak(in_place)
     assert not verdict and "changed the tokens" in verdict.message
+
+
+def test_equality_probe_holds_equal_infinities_equal():
+    """Masked scores hold -inf: the same -inf in both is no difference (inf - inf would be NaN)."""
+    scores = torch.randn(2, 4, 4).masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril(), float("-inf"))
+    report = equality_probe(scores, scores.clone())
+    assert not report.flagged and report.value == 0
+    worse = scores.clone()
+    worse[0, 3, 0] += 1.0
+    flagged = equality_probe(worse, scores)
+    assert flagged.flagged and flagged.value == pytest.approx(1.0) and "nan" not in str(flagged).lower()

@@ -130,7 +130,7 @@ def test_every_room_is_placed_and_the_top_level_stays_small():
     assert set(top_modules) | set(rooms) == set(RANK), "a new room or module needs its place in LAYERS"
 
 
-@pytest.mark.parametrize("room_name", ["model", "data", "training", "teaching"])
+@pytest.mark.parametrize("room_name", ["model", "data", "training", "teaching", "checks"])
 def test_each_room_lists_its_modules_in_its_docstring(room_name):
     room_package = __import__(f"course_utils.{room_name}", fromlist=["_"])
     doc = room_package.__doc__ or ""

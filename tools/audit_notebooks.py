@@ -225,7 +225,7 @@ def used_names(cells: list[dict]) -> dict[str, int]:
         if cell["cell_type"] != "code":
             continue
         code = _source(cell)
-        for block in re.finditer(r"^from course_utils(?:\.recipes)? import (\([^)]*\)|[^\n]*)", code, re.MULTILINE):
+        for block in re.finditer(r"^from course_utils import (\([^)]*\)|[^\n]*)", code, re.MULTILINE):
             for name in re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"#[^\n]*", "", block.group(1))):
                 used.setdefault(name, i)
         for match in ATTRIBUTE.finditer(re.sub(r"#[^\n]*", "", code)):

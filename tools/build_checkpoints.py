@@ -3,7 +3,7 @@
     python tools/build_checkpoints.py [date_transformer] [shakespeare_gpt]
 
 Each run repeats its notebook's training exactly: the same data, seeds, model and recipe (the objects of
-``course_utils.training.recipes``, which the notebooks import too). The files land in ``course_utils/checkpoints/``,
+``course_utils.training.recipes``, which the notebooks import from ``course_utils``). The files land in ``course_utils/checkpoints/``,
 inside the package, so that the wheel (and Colab) carries them.
 """
 

@@ -3,6 +3,18 @@
 Every ``check_*`` prints one verdict and returns a ``Verdict``, true when the answer is correct and
 shown as nothing in a notebook: a wrong or unfinished answer never stops the notebook. Where a mistake
 is a classic one (a missing sqrt(d_k), 2i applied twice, unbiased variance), the message names it.
+
+One module per topic, in the order the chapters meet them:
+
+- ``attention`` (01-02), ``masks`` (01), ``positional`` (03), ``layers`` (04), ``seq2seq`` (05-06),
+  ``training`` (02, 06), ``generation`` and ``sampling`` (07), ``translation`` (08), ``bug_lab`` (09)
+- ``predictions``: the "predict, then run" questions of every chapter (``check_prediction``)
+- ``_core``: what every checker shares: ``call`` (runs the student's function, turning its errors into
+  verdicts), ``same``/``differs``/``name_mistake`` (compare with the reference), ``verdict`` (prints and records)
+
+A new checker is a function ``check_x(fn)`` in its topic's module that defines ``run() -> str`` (raise ``NotYet``
+with the message that names the mistake; return the success message) and returns ``verdict(run)``; export it
+below and test it in ``tests/test_checks_chNN.py`` with right, unfinished and classically wrong answers.
 """
 
 from ._core import Verdict

@@ -108,10 +108,17 @@ class KVCache:
         self.memory: Tensor | None = None  # static: the tensor the keys and values were computed from
 
     def __len__(self) -> int:
+        """The positions whose keys and values are kept (for a static cache, the memory's length S)."""
         return 0 if self.keys is None else self.keys.size(2)
+
+    def _expect(self, static: bool, method: str) -> None:
+        if self.static != static:
+            kind = "a static (cross-attention) cache" if static else "a growing (self-attention) cache"
+            raise ValueError(f"KVCache.{method} is for {kind}; this one has static={self.static}")
 
     def extend(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """Append the new positions' keys and values; return all of them."""
+        self._expect(False, "extend")
         if self.keys is None or self.values is None:
             self.keys, self.values = keys, values
         elif keys.size(0) != self.keys.size(0):
@@ -126,12 +133,14 @@ class KVCache:
 
     def store(self, memory: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """Static: keep the keys and values computed from ``memory`` ``(B, S, d_model)``; return them."""
+        self._expect(True, "store")
         self.memory, self.keys, self.values = memory, keys, values
         return keys, values
 
     def lookup(self, memory: Tensor) -> tuple[Tensor, Tensor] | None:
         """Static: the keys and values stored for ``memory``; None while nothing is stored; an error if they
-        were computed from another tensor."""
+        were computed from another tensor (compared by identity: pass the same memory tensor at every step)."""
+        self._expect(True, "lookup")
         if self.memory is None or self.keys is None or self.values is None:
             return None
         if memory is not self.memory:

@@ -27,6 +27,16 @@ class DecoderCache:
         return len(self.self_attn)  # the target positions decoded so far
 
 
+def _check_cache_used(cache: DecoderCache, expected: int) -> None:
+    """A sublayer that ignores its cache (an attention variant whose forward drops ``cache=``) would decode each new
+    position as if it were the first: a wrong answer, silently. Refuse it instead."""
+    if len(cache.self_attn) != expected or cache.cross_attn.keys is None:
+        raise ValueError(
+            "an attention module of this decoder layer ignored its cache (a subclass whose forward drops cache= or "
+            "is_causal=?), so incremental decoding would be wrong: decode with use_cache=False, or pass both on"
+        )
+
+
 class DecoderLayer(nn.Module):
     r"""Masked self-attention, cross-attention over the encoder output, then a feed-forward network.
 
@@ -82,6 +92,7 @@ class DecoderLayer(nn.Module):
         cache: DecoderCache | None = None,
     ) -> Tensor:
         self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
+        decoded = 0 if cache is None else len(cache)
         if self.norm_first:
             x = x + self.self_attention_block(self.norm1(x), tgt_mask, self_cache)
             x = x + self.cross_attention_block(self.norm2(x), memory, src_mask, cross_cache)
@@ -90,6 +101,8 @@ class DecoderLayer(nn.Module):
             x = self.norm1(x + self.self_attention_block(x, tgt_mask, self_cache))
             x = self.norm2(x + self.cross_attention_block(x, memory, src_mask, cross_cache))
             x = self.norm3(x + self.feed_forward_block(x))
+        if cache is not None:
+            _check_cache_used(cache, decoded + x.size(1))
         return x  # (B, T, d_model)
 
     @classmethod

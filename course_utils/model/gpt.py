@@ -88,10 +88,12 @@ class GPT(nn.Module):
         self.norm = LayerNorm(d_model, bias=bias)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.token_embed.weight  # weight tying
+        # the projections that write into the residual stream: attention's W^O and the feed-forward's second layer
+        blocks: list[GPTBlock] = list(self.blocks)  # type: ignore[arg-type]  # a ModuleList of GPTBlocks
+        residual = {id(p) for b in blocks for p in (b.self_attn.w_o.weight, b.feed_forward.w_2.weight)}
         for name, p in self.named_parameters():
             if p.dim() >= 2:
-                residual = name.endswith(("w_o.weight", "w_2.weight"))
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layers) if residual else 0.02)
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layers) if id(p) in residual else 0.02)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 

@@ -2,8 +2,9 @@
 
 ``course_state_dict`` reads the weights of ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer`` or
 ``nn.TransformerDecoderLayer`` into ours (the modules' ``from_torch``); ``torch_state_dict`` writes ours into
-PyTorch's (``TorchTransformer.from_course``). Renaming a submodule of ours means editing its entry in ``NAMES``
-and nothing else.
+PyTorch's (``TorchTransformer.from_course``). Renaming a submodule of ours (``w_o``, say) means, for these
+conversions, editing its entry in ``NAMES`` and nothing else. Saved state dicts keep the old name, though: the
+shipped checkpoints (``make checkpoints`` rebuilds them) and any file a reader saved.
 
 Two kinds of difference:
 
@@ -40,19 +41,19 @@ PACKED: tuple[str, tuple[str, str, str]] = ("in_proj", ("w_q", "w_k", "w_v"))
 
 
 def _rename(name: str, table: list[tuple[str, str]]) -> str:
-    """``name`` with each run of dotted segments found on the left of ``table`` replaced by its right side
-    (longest match first, left to right, each segment at most once)."""
-    pairs = sorted(((a.split("."), b.split(".")) for a, b in table), key=lambda pair: -len(pair[0]))
-    parts, out, i = name.split("."), [], 0
-    while i < len(parts):
-        for old, new in pairs:
-            if parts[i : i + len(old)] == old:
-                out += new
-                i += len(old)
-                break
+    """``name`` with each run of dotted segments that is the left side of a ``table`` entry replaced by its right
+    side, read left to right: ``"layers.0.feed_forward.w_1.weight"`` -> ``"layers.0.linear1.weight"``."""
+    entries = [(old.split("."), new.split(".")) for old, new in table]
+    entries.sort(key=lambda entry: len(entry[0]), reverse=True)  # the longest match first
+    rest, out = name.split("."), []
+    while rest:
+        match = next(((old, new) for old, new in entries if rest[: len(old)] == old), None)
+        if match is None:
+            out.append(rest.pop(0))  # a segment both sides name alike
         else:
-            out.append(parts[i])
-            i += 1
+            old, new = match
+            out += new
+            rest = rest[len(old) :]
     return ".".join(out)
 
 
@@ -65,10 +66,10 @@ def torch_state_dict(state: dict[str, Tensor]) -> dict[str, Tensor]:
     for name, tensor in state.items():
         renamed = _rename(name, NAMES)
         path, _, kind = renamed.rpartition(".")  # "encoder.stack.layers.0.self_attn.w_q", "weight"
-        owner, _, layer = path.rpartition(".")  # "encoder.stack.layers.0.self_attn", "w_q"
-        if layer in projections:
+        owner, _, projection = path.rpartition(".")  # "encoder.stack.layers.0.self_attn", "w_q"
+        if projection in projections:
             packed = f"{owner}.{packed_name}_{kind}" if owner else f"{packed_name}_{kind}"
-            parts.setdefault(packed, {})[layer] = tensor
+            parts.setdefault(packed, {})[projection] = tensor
         else:
             out[renamed] = tensor
     for name, three in parts.items():

@@ -243,20 +243,22 @@ def _non_finite_report(out: Tensor, ref: Tensor) -> ProbeReport | None:
     )  # fmt: skip
 
 
-def _where(out: Tensor, ref: Tensor, diff: float) -> str:
-    """Where the largest difference is, and the reference's value there."""
-    flat = int(torch.nan_to_num((out - ref).abs(), nan=math.inf).flatten().argmax())
-    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), out.shape))
+def _where(gap: Tensor, ref: Tensor, diff: float) -> str:
+    """Where the largest difference ``gap`` (``|ours - reference|``) is, and the reference's value there."""
+    flat = int(torch.nan_to_num(gap, nan=math.inf).flatten().argmax())
+    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), gap.shape))
     return f"largest difference {diff:.3g} at index {where} (reference value there {float(ref[where]):.4g})"
 
 
 def _scale_hint(out: Tensor, ref: Tensor) -> tuple[str, str] | None:
-    """Ours = the reference times a constant: (the finding, the likely cause), or None."""
+    """Ours = the reference times a constant (on the finite entries): (the finding, the likely cause), or None."""
+    n = out.size(-1)
+    finite = torch.isfinite(out) & torch.isfinite(ref)
+    out, ref = out[finite], ref[finite]
     ratio = float((out * ref).sum() / (ref * ref).sum().clamp_min(1e-30))  # the best c in ours ~ c * reference
     residual = float((out - ratio * ref).norm() / ref.norm().clamp_min(1e-30))
-    if residual >= 1e-3 or abs(ratio - 1) <= 1e-4:
+    if not residual < 1e-3 or abs(ratio - 1) <= 1e-4:
         return None
-    n = out.size(-1)
     unbiased = n > 1 and min(abs(ratio - math.sqrt((n - 1) / n)), abs(ratio - math.sqrt(n / (n - 1)))) < 2e-4
     if unbiased:
         cause = (
@@ -350,10 +352,11 @@ def equality_probe(
     failed = _shape_report(out, ref) or _non_finite_report(out, ref)
     if failed:
         return failed
-    diff = _largest((out - ref).abs())
+    gap = torch.where(out == ref, 0.0, (out - ref).abs())  # equal infinities differ by 0, not by inf - inf = NaN
+    diff = _largest(gap)
     if diff <= _tolerance(ref, atol):
         return ProbeReport("equality", False, diff, f"equal to the reference ({_ROUNDING})")
-    finding = _where(out, ref, diff)
+    finding = _where(gap, ref, diff)
     hints = [_table_hint(out, ref)]
     scale = _scale_hint(out, ref)
     if scale:

@@ -2,7 +2,13 @@
 
 Shape letters: B batch, S source length, t tokens so far, K beam size, V vocabulary size. ``model`` is a
 ``Transformer`` or anything with its ``encode(src, src_mask)`` and ``decode(tgt, memory, src_mask, tgt_mask)``
-(``TorchTransformer``); ``use_cache=True`` also needs ``new_caches()`` (the course's ``Transformer``).
+(``TorchTransformer``).
+
+``use_cache``: True decodes incrementally (the course's ``Transformer``, ``new_caches()``): each step computes one
+new position and reuses the keys and values of the earlier ones; False feeds the whole prefix back at every step,
+which any model supports; None decodes incrementally when the model can. The tokens are the same up to float
+rounding; the cache is several times faster. ``beam_search`` defaults to None; ``greedy_decode`` to False, the loop
+chapter 06 writes, which also serves attention variants that ignore a cache (the bug lab's).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..data import Tokenizer
-from ..model import DecoderCache, Transformer, causal_mask, padding_mask
+from ..model import Decoder, DecoderCache, Transformer, causal_mask, padding_mask
 from ..utils import eval_mode
 from .seq2seq import pad_batch
 
@@ -39,6 +45,14 @@ def _next_log_probs(
     return F.log_softmax(logits[:, -1].float(), dim=-1)  # the last position predicts the next token
 
 
+def _caches(model: Transformer, use_cache: bool | None) -> list[DecoderCache] | None:
+    """Fresh caches for incremental decoding, or None to feed the whole prefix back at every step."""
+    can = isinstance(getattr(model, "decoder", None), Decoder)  # the course's decoder keeps keys and values
+    if use_cache is None:
+        use_cache = can
+    return model.new_caches() if use_cache else None
+
+
 @torch.no_grad()
 def beam_search(
     model: Transformer,
@@ -51,7 +65,7 @@ def beam_search(
     eos_id: int,
     pad_id: int,
     alpha: float = 1.0,
-    use_cache: bool = True,
+    use_cache: bool | None = None,
 ) -> Tensor:
     """Batched beam search: keep the ``beam_size`` most probable prefixes of each sentence, extend every one by
     every token, keep the best ``beam_size`` again; stop when all have produced ``eos_id`` or ``max_len`` tokens.
@@ -60,8 +74,8 @@ def beam_search(
 
     ``src (B, S)`` -> LongTensor ``(B, <= max_len)`` starting with ``bos_id``, padded with ``pad_id``. With
     ``beam_size=1`` this is greedy decoding (``greedy_decode``); with a beam as large as the number of possible
-    outputs, it is exhaustive search. ``use_cache`` decodes incrementally (``Transformer.decode`` with caches):
-    the same hypotheses, several times faster. It runs in eval mode (no dropout) and restores the mode.
+    outputs, it is exhaustive search. ``use_cache``: see the module's docstring. It runs in eval mode (no dropout)
+    and restores the mode.
     """
     if beam_size < 1 or max_len < 1:
         raise ValueError(
@@ -72,13 +86,13 @@ def beam_search(
     with eval_mode(model):
         memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B*K, S, d_model): K copies per sentence
         mask = None if src_mask is None else src_mask.repeat_interleave(K, dim=0)  # (B*K, 1, 1, S)
-        caches = model.new_caches() if use_cache else None
+        caches = _caches(model, use_cache)
         ys = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)  # (B*K, t): every hypothesis so far
         scores = torch.full((B, K), float("-inf"), device=device)  # (B, K): each hypothesis's log-probability
         scores[:, 0] = 0.0  # at the start the K hypotheses are identical: only one may be extended
         finished = torch.zeros(B * K, dtype=torch.bool, device=device)
         lengths = torch.zeros(B * K, dtype=torch.long, device=device)  # tokens generated, <eos> included
-        beam_start = torch.arange(B, device=device)[:, None] * K  # (B, 1): the row of each sentence's first hypothesis
+        first_row = torch.arange(B, device=device) * K  # (B,): the row in ys of each sentence's first hypothesis
         for _ in range(max_len - 1):
             log_probs = _next_log_probs(model, ys, memory, mask, caches)  # (B*K, V)
             V = log_probs.size(-1)
@@ -86,20 +100,21 @@ def beam_search(
             log_probs[finished, pad_id] = 0.0
             candidates = scores.view(B * K, 1) + log_probs  # (B*K, V): every hypothesis extended by every token
             scores, best = candidates.view(B, K * V).topk(K, dim=-1)  # (B, K): the K best of each sentence's K * V
-            parent = (beam_start + best // V).view(-1)  # (B*K,): the row of the hypothesis each one extends
+            extended = best // V  # (B, K): which of its sentence's K hypotheses each new one extends
+            parent = (first_row[:, None] + extended).view(-1)  # (B*K,): that hypothesis's row in ys
             token = (best % V).view(-1)  # (B*K,): the token it was extended with
             ys = torch.cat([ys[parent], token[:, None]], dim=1)  # (B*K, t + 1)
             if caches is not None and K > 1:  # each hypothesis continues its parent's self-attention keys and values
                 for cache in caches:  # (the cross-attention's are the same for all K copies of a sentence)
                     cache.self_attn.reorder(parent)
-            grew = ~finished[parent]  # False where a finished hypothesis only got <pad>
-            lengths = lengths[parent] + grew.long()
-            finished = ~grew | (token == eos_id)
+            was_finished = finished[parent]  # these only got <pad>: their length stays
+            lengths = lengths[parent] + (~was_finished).long()
+            finished = was_finished | (token == eos_id)
             if bool(finished.all()):
                 break
         ranking = scores / length_penalty(lengths.view(B, K), alpha)  # (B, K)
-        winner = ranking.argmax(dim=-1)  # (B,)
-        return ys.view(B, K, -1)[torch.arange(B, device=device), winner]  # (B, t)
+        winner = ranking.argmax(dim=-1)  # (B,): the best of each sentence's K hypotheses
+        return ys[first_row + winner]  # (B, t)
 
 
 def greedy_decode(
@@ -111,16 +126,15 @@ def greedy_decode(
     bos_id: int,
     eos_id: int,
     pad_id: int | None = None,
-    use_cache: bool = False,
+    use_cache: bool | None = False,
 ) -> Tensor:
     """Decode ``src`` ``(B, S)`` one token at a time, always taking the most likely next token: ``beam_search``
     with one beam.
 
     Returns a LongTensor ``(B, <= max_len)`` that starts with ``bos_id``. Decoding stops when every
     row has produced ``eos_id`` or ``max_len`` tokens; a finished row is filled with ``pad_id`` (or
-    ``eos_id`` when no ``pad_id`` is given). It runs in eval mode (no dropout) and restores the mode. By default it
-    feeds the whole prefix back at each step, as chapter 06 writes it, which any model with ``encode`` and
-    ``decode`` supports; ``use_cache=True`` decodes incrementally instead, the same tokens faster.
+    ``eos_id`` when no ``pad_id`` is given). It runs in eval mode (no dropout) and restores the mode.
+    ``use_cache``: see the module's docstring (by default False, the loop chapter 06 writes).
     """
     return beam_search(
         model,
