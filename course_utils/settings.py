@@ -47,10 +47,4 @@ DATA_DIR = Setting(
 DATA_MIRROR = Setting(
     "COURSE_DATA_MIRROR", "a folder", "offline copies of the data files, used (after their checksum) before downloading"
 )
-GRADE_LOG = Setting(
-    "COURSE_GRADE_LOG",
-    "a file",
-    "set by python -m course_utils.grade for the notebook it runs: the checkers append their verdicts there",
-)
-
-SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR, GRADE_LOG)
+SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR)

@@ -127,6 +127,23 @@ def student_version(source: str) -> str:
     return SOLUTION.sub(stub, source)
 
 
+MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*$", re.MULTILINE)
+
+
+class SourceError(ValueError):
+    """A source the student edition cannot be built from safely (a solution would reach the students)."""
+
+
+def check_markers(source: str, exercise: bool, where: str) -> None:
+    """Every ``### BEGIN SOLUTION`` closed by an ``### END SOLUTION`` before the next BEGIN, and only in a cell tagged
+    ``exercise``: anywhere else the student edition would pass the solution on unchanged."""
+    markers = [m.group(1) for m in MARKER.finditer(source)]
+    if markers and not exercise:
+        raise SourceError(f"{where}: a solution block in a cell not tagged exercise would reach the student edition")
+    if markers != ["BEGIN", "END"] * (len(markers) // 2) or len(markers) % 2:
+        raise SourceError(f"{where}: unbalanced solution markers {markers}: each BEGIN SOLUTION needs its END")
+
+
 ANSWER_STUB = re.compile(r"^\w+ = None  # your answer here$", re.MULTILINE)
 EXERCISE_PROMPT = "# ✏️ Exercise: write the code where it says `raise NotImplementedError`, then run this cell."
 PREDICT_PROMPT = "# ✏️ Predict, then run: replace None with your answer, run this cell, then the next one."
@@ -187,6 +204,7 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
                 nb.cells.append(md)
         else:
             exercise = "exercise" in meta.get("tags", [])
+            check_markers(source, exercise, f"{src.name}, the code cell starting {source.strip()[:40]!r}")
             if exercise and edition == "student":
                 source = student_version(source)
                 prompt = PREDICT_PROMPT if ANSWER_STUB.search(source) else EXERCISE_PROMPT

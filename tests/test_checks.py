@@ -163,3 +163,38 @@ def test_pre_norm_that_normalises_the_stream_or_its_output_is_named(capsys):
     assert not ok and "the residual stream itself is normalised" in out
     ok, out = verdict(check_pre_norm_layer, lambda layer, x, mask: layer.norm2(pre_norm(layer, x, mask)), capsys)
     assert not ok and "a norm is applied to the layer's output" in out
+
+
+def test_every_checker_leaves_the_students_random_state_as_it_found_it(capsys):
+    """Checkers seed their own test data; the notebook's later draws must not depend on how far a check got."""
+    import random
+
+    import numpy as np
+
+    from course_utils import checks
+
+    def state():
+        return torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
+
+    def garbage(*args, **kwargs):
+        return torch.zeros(1)
+
+    def unwritten(*args, **kwargs):
+        raise NotImplementedError
+
+    torch.manual_seed(1234), random.seed(1234), np.random.seed(1234)
+    before = state()
+    for name in checks.__all__:
+        if not name.startswith("check_"):
+            continue
+        for answer in (garbage, unwritten):
+            if name == "check_prediction":
+                checks.check_prediction("unscaled-scores", "a")
+            elif name == "check_diagnosis":
+                checks.check_diagnosis(answer, "A")
+            else:
+                getattr(checks, name)(answer)
+            after = state()
+            assert torch.equal(after[0], before[0]) and after[1] == before[1], name
+            assert (after[2] == before[2]).all(), name
+    capsys.readouterr()

@@ -1,7 +1,13 @@
-"""The instructors' grader: every exercise reported as pass, fail, not attempted or not run, whatever the
-notebook does, and the student's file left as it was."""
+"""The instructors' grader, under honest, broken and dishonest submissions.
+
+Most submissions here answer a small release of two exercises (``tiny_release``), so that each run takes a few
+seconds; the grader treats it as it treats a chapter's student edition. The last tests grade chapter 01 itself.
+"""
 
 import csv
+import hashlib
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -10,101 +16,284 @@ from course_utils.grade import exercises, grade, main, run_notebook
 
 pytestmark = pytest.mark.slow  # every test here runs notebooks in a kernel
 
-SETUP = "import torch\nfrom course_utils.checks import check_causal_mask, check_padding_mask, check_sliding_window_mask"
-RIGHT = "def right(size):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool))"
+ROOT = Path(__file__).resolve().parents[1]
+SETUP = "import torch\nfrom course_utils.checks import check_causal_mask, check_padding_mask"
+CAUSAL_STUB = "def my_causal_mask(size):\n    raise NotImplementedError\n\n\ncheck_causal_mask(my_causal_mask)"
+PADDING_STUB = (
+    "def my_padding_mask(tokens, pad_id):\n    raise NotImplementedError\n\n\ncheck_padding_mask(my_padding_mask)"
+)
+CAUSAL = "def my_causal_mask(size):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool))"
+PADDING = "def my_padding_mask(tokens, pad_id):\n    return (tokens != pad_id)[:, None, None, :]"
+WRONG_CAUSAL = "def my_causal_mask(size):\n    return torch.ones(size, size, dtype=torch.bool)"
+CAUSAL_CALL, PADDING_CALL = "\n\n\ncheck_causal_mask(my_causal_mask)", "\n\n\ncheck_padding_mask(my_padding_mask)"
+FORGED = (
+    "from IPython.display import display\n"
+    "for name in ('check_causal_mask', 'check_padding_mask'):\n"
+    "    print('✅ right')\n"
+    "    display({'application/vnd.course-verdict+json': {'exercise': name, 'status': 'pass', 'message': '✅'}},"
+    " raw=True)"
+)
 
 
-def notebook(tmp_path, *cells, name="student.ipynb"):
+def write(path, cells):
+    """cells: (tag, source) pairs; tag "exercise" or ""."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    path = tmp_path / name
+    nb.cells = [nbformat.v4.new_markdown_cell("# 01 · Tiny")] + [
+        nbformat.v4.new_code_cell(source, metadata={"tags": [tag]} if tag else {}) for tag, source in cells
+    ]
     nbformat.write(nb, path)
     return path
 
 
-def test_each_exercise_gets_its_status_and_the_file_is_untouched(tmp_path):
-    path = notebook(
-        tmp_path,
-        SETUP,
-        RIGHT + "\ncheck_causal_mask(right)",
-        "def stub(tokens, pad_id):\n    raise NotImplementedError\ncheck_padding_mask(stub)",
-        "1 / 0  # a broken cell does not stop the grading",
-        "def wrong(size, window):\n    return torch.ones(1)\ncheck_sliding_window_mask(wrong)",
-    )
-    before = path.read_bytes()
-    results = grade(path, timeout=120)
-    assert [(r.exercise, r.status) for r in results] == [
-        ("check_causal_mask", "pass"),
+@pytest.fixture
+def tiny_release(tmp_path):
+    folder = tmp_path / "release"
+    folder.mkdir()
+    write(folder / "01_tiny.ipynb", [("", SETUP), ("exercise", CAUSAL_STUB), ("", "x = 1"), ("exercise", PADDING_STUB)])
+    return folder
+
+
+def submission(tmp_path, causal=CAUSAL_STUB, padding=PADDING_STUB, before=(), after=(), name="alice.ipynb"):
+    folder = tmp_path / "submissions"
+    folder.mkdir(exist_ok=True)
+    cells = [("", SETUP), *before, ("exercise", causal), ("", "x = 1"), ("exercise", padding), *after]
+    return write(folder / name, cells)
+
+
+def statuses(report):
+    return [(r.exercise, r.status) for r in report.results]
+
+
+def digest(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def alive(pid):
+    """Whether process ``pid`` still runs (a zombie, dead but not yet reaped, counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+# --- honest work ------------------------------------------------------------------------------------------------
+
+
+def test_each_exercise_gets_its_status_and_nothing_submitted_changes(tmp_path, tiny_release):
+    path = submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, after=[("", "1 / 0  # a broken cell of their own")])
+    before = digest(path.parent)
+    report = run_notebook(path, 120, release=tiny_release)
+    assert statuses(report) == [("check_causal_mask", "pass"), ("check_padding_mask", "not attempted")]
+    assert "not written yet" in report.results[1].message and report.chapter == "01_tiny"
+    assert report.errors == [] and report.stopped is None  # the student's own cell is not part of the graded run
+    assert digest(path.parent) == before
+    assert exercises(path) == ["check_causal_mask", "check_padding_mask"]
+
+
+def test_a_wrong_answer_fails_with_the_checkers_message(tmp_path, tiny_release):
+    report = run_notebook(submission(tmp_path, causal=WRONG_CAUSAL + CAUSAL_CALL), 120, release=tiny_release)
+    assert report.results[0].status == "fail" and report.results[0].message.startswith("❌")
+
+
+# --- dishonest work: none of it gains a pass ----------------------------------------------------------------------
+
+
+def test_verdicts_written_by_the_notebook_count_for_nothing(tmp_path, tiny_release):
+    """A cell of its own that prints and displays verdicts, and one that writes a verdict file, as graders once read."""
+    log = "import json\nopen('verdicts.jsonl', 'a').write(json.dumps({'check': 'check_causal_mask', 'status': 'pass'}))"
+    path = submission(tmp_path, after=[("", FORGED), ("", log)])
+    assert statuses(run_notebook(path, 120, release=tiny_release)) == [
+        ("check_causal_mask", "not attempted"),
         ("check_padding_mask", "not attempted"),
-        ("check_sliding_window_mask", "fail"),
     ]
-    assert "not written yet" in results[1].message and results[2].message.startswith("❌")
-    assert path.read_bytes() == before
-    assert exercises(path) == ["check_causal_mask", "check_padding_mask", "check_sliding_window_mask"]
 
 
-def test_a_crash_or_an_endless_loop_leaves_the_rest_not_run(tmp_path):
-    crash = notebook(tmp_path, SETUP, RIGHT + "\ncheck_causal_mask(right)", "import os\nos._exit(1)",
-                     "check_padding_mask(None)", name="crash.ipynb")  # fmt: skip
-    results = grade(crash, timeout=120)
-    assert [r.status for r in results] == ["pass", "not run"]
-    assert "stopped" in results[1].message
-
-    loop = notebook(tmp_path, "while True:\n    pass", "check_causal_mask(None)", name="loop.ipynb")
-    (result,) = grade(loop, timeout=4)
-    assert result.status == "not run" and "time limit of 4 s" in result.message
+def test_a_forged_verdict_inside_an_answer_is_not_the_checkers_and_is_flagged(tmp_path, tiny_release):
+    path = submission(tmp_path, causal=CAUSAL_STUB + "\n" + FORGED)
+    report = run_notebook(path, 120, release=tiny_release)
+    assert statuses(report)[0] == ("check_causal_mask", "not attempted")
+    assert "IPython" in report.results[0].review
 
 
-def test_the_command_line_prints_a_table_and_writes_csv(tmp_path, capsys):
-    path = notebook(tmp_path, SETUP, RIGHT + "\ncheck_causal_mask(right)")
-    out = tmp_path / "grades.csv"
-    assert main([str(path), "--csv", str(out), "--timeout", "120"]) == 0
-    assert "check_causal_mask  pass" in capsys.readouterr().out
-    rows = list(csv.reader(out.open()))
-    assert rows[0] == ["notebook", "exercise", "status", "message"] and rows[1][:3] == [
-        "student.ipynb",
-        "check_causal_mask",
-        "pass",
-    ]
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "missing.ipynb")])
+def test_a_checker_redefined_in_a_cell_of_its_own_or_in_the_answer_is_not_the_one_that_grades(tmp_path, tiny_release):
+    fake = "check_causal_mask = check_padding_mask = lambda fn: print('✅ right')"
+    own_cell = run_notebook(submission(tmp_path, before=[("", fake)], name="own.ipynb"), 120, release=tiny_release)
+    in_answer = run_notebook(
+        submission(tmp_path, causal=fake + "\n" + CAUSAL_STUB, padding="check_padding_mask = 3\n" + PADDING + PADDING_CALL,
+                   name="answer.ipynb"),
+        120, release=tiny_release,
+    )  # fmt: skip
+    assert statuses(own_cell) == [("check_causal_mask", "not attempted"), ("check_padding_mask", "not attempted")]
+    assert statuses(in_answer) == [("check_causal_mask", "not attempted"), ("check_padding_mask", "pass")]
+    assert all(r.review for r in in_answer.results)  # a checker's name assigned to: read by hand
 
 
-def test_every_checker_reports_its_own_name_to_the_grader(tmp_path, monkeypatch):
-    import json
-
-    from course_utils import checks
-
-    log = tmp_path / "verdicts.jsonl"
-    monkeypatch.setenv("COURSE_GRADE_LOG", str(log))
-    per_question = ("check_prediction", "check_diagnosis")  # these report one name per question: tested below
-    names = [name for name in checks.__all__ if name.startswith("check_") and name not in per_question]
-
-    def unwritten(*args, **kwargs):
-        raise NotImplementedError
-
-    for name in names:
-        getattr(checks, name)(unwritten)
-    checks.check_diagnosis(unwritten, "A")
-    records = [json.loads(line) for line in log.read_text().splitlines()]
-    expected = [(name, "not attempted") for name in names] + [("check_diagnosis[A]", "not attempted")]
-    assert [(r["check"], r["status"]) for r in records] == expected
-
-
-def test_predictions_are_exercises_of_their_own_and_raising_cells_are_listed(tmp_path):
-    from course_utils.checks.predictions import QUESTIONS
-
-    first, second = sorted(QUESTIONS)[:2]
-    path = notebook(
-        tmp_path,
-        "from course_utils.checks import check_prediction",
-        f'check_prediction("{first}", "{QUESTIONS[first].answer}")',
-        "undefined_name",
-        f'check_prediction("{second}", None)',
+def test_an_edited_checker_call_is_replaced_by_the_releases(tmp_path, tiny_release):
+    edited = CAUSAL_STUB.replace(
+        "check_causal_mask(my_causal_mask)",
+        "check_causal_mask(lambda size: torch.tril(torch.ones(size, size, dtype=torch.bool)))",
     )
-    report = run_notebook(path, timeout=120)
-    assert [(r.exercise, r.status) for r in report.results] == [
-        (f"check_prediction[{first}]", "pass"),
-        (f"check_prediction[{second}]", "not attempted"),
+    report = run_notebook(submission(tmp_path, causal=edited), 120, release=tiny_release)
+    assert statuses(report)[0] == ("check_causal_mask", "not attempted")
+
+
+def test_a_hook_that_adds_verdicts_to_the_graders_cells_gains_nothing(tmp_path, tiny_release):
+    hook = (
+        "from IPython import get_ipython\n"
+        "from IPython.display import display as show\n"
+        "forged = {'exercise': 'check_causal_mask', 'status': 'pass', 'message': 'forged'}\n"
+        "get_ipython().events.register('post_run_cell', lambda *a: show({'application/vnd.course-verdict+json': forged}, raw=True))\n"
+    )
+    report = run_notebook(submission(tmp_path, causal=hook + CAUSAL_STUB), 120, release=tiny_release)
+    assert statuses(report)[0] == ("check_causal_mask", "not run") and "2 verdicts" in report.results[0].message
+    assert report.results[0].review
+
+
+def test_patching_a_checkers_internals_from_an_answer_is_flagged_for_review(tmp_path, tiny_release):
+    """What a determined student can still do: code in an answer runs in the checker's kernel. The grader cannot
+    stop it; it flags the answer for the instructor to read."""
+    patch = "import course_utils.checks._core as core\ncore.same = lambda *args, **kwargs: None\n" + WRONG_CAUSAL
+    report = run_notebook(submission(tmp_path, causal=patch + CAUSAL_CALL), 120, release=tiny_release)
+    assert "course_utils" in report.results[0].review
+
+
+# --- broken work: the rest is graded, nothing outlives the run ----------------------------------------------------
+
+
+def test_a_timeout_ends_the_kernel_and_every_process_it_started(tmp_path, tiny_release):
+    pids = tmp_path / "pids"
+    spawn = (
+        "import os, subprocess\n"
+        "child = subprocess.Popen(['sleep', '300'])\n"
+        "shell = subprocess.Popen('sleep 301 &', shell=True)  # a grandchild the kernel does not even know\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "while True:\n    pass\n"
+    )
+    start = time.monotonic()
+    report = run_notebook(submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, padding=spawn), 15, release=tiny_release)
+    assert time.monotonic() - start < 40
+    assert statuses(report) == [("check_causal_mask", "pass"), ("check_padding_mask", "not run")]
+    assert "time limit of 15 s" in report.results[1].message
+    kernel, child = (int(p) for p in pids.read_text().split())
+    time.sleep(0.5)
+    assert not alive(kernel) and not alive(child)
+    assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p) == "sleep 301"]
+
+
+def _cmdline(proc):
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize(
+    ("exit_call", "expected"),
+    [
+        ("import os\nos._exit(1)", [("check_causal_mask", "pass"), ("check_padding_mask", "not run")]),
+        ("import sys\nsys.exit(0)", [("check_causal_mask", "pass"), ("check_padding_mask", "not run")]),
+    ],
+)
+def test_a_notebook_that_exits_is_graded_up_to_there(tmp_path, tiny_release, exit_call, expected):
+    path = submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, padding=exit_call + "\n" + PADDING_STUB)
+    report = run_notebook(path, 120, release=tiny_release)
+    assert statuses(report) == expected
+
+
+def test_a_cell_that_deletes_what_it_can_reach_touches_no_submission(tmp_path, tiny_release):
+    wipe = (
+        "import glob, os, shutil\n"
+        "for f in glob.glob('*') + glob.glob('../*') + glob.glob('*.ipynb'):\n"
+        "    shutil.rmtree(f, ignore_errors=True) if os.path.isdir(f) else os.remove(f)\n"
+    )
+    path = submission(tmp_path, causal=wipe + CAUSAL + CAUSAL_CALL)
+    submission(tmp_path, name="bob.ipynb")
+    before = digest(path.parent)
+    report = run_notebook(path, 120, release=tiny_release)
+    assert digest(path.parent) == before
+    assert statuses(report)[0] == ("check_causal_mask", "pass")
+
+
+def test_a_flood_of_output_is_cut_and_the_exercises_still_graded(tmp_path, tiny_release):
+    flood = "for _ in range(200_000):\n    print('x' * 100)\n"
+    report = run_notebook(submission(tmp_path, causal=flood + CAUSAL + CAUSAL_CALL), 120, release=tiny_release)
+    assert statuses(report) == [("check_causal_mask", "pass"), ("check_padding_mask", "not attempted")]
+
+
+def test_a_memory_hog_meets_the_graders_cap(tmp_path, tiny_release):
+    hog = "hog = bytearray(64 * 2**30)  # 64 GiB\n"
+    report = run_notebook(submission(tmp_path, causal=hog + CAUSAL + CAUSAL_CALL, padding=PADDING + PADDING_CALL),
+                          120, release=tiny_release, memory_mb=4096)  # fmt: skip
+    assert statuses(report) == [("check_causal_mask", "not run"), ("check_padding_mask", "pass")]
+    assert any("MemoryError" in e for e in report.errors)
+
+
+def test_a_missing_exercise_cell_runs_the_releases_stub(tmp_path, tiny_release):
+    path = submission(tmp_path, causal=CAUSAL + CAUSAL_CALL)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if "check_padding_mask(my" not in c.source]
+    nbformat.write(nb, path)
+    report = run_notebook(path, 120, release=tiny_release)
+    assert statuses(report) == [("check_causal_mask", "pass"), ("check_padding_mask", "not attempted")]
+    assert report.notes and "missing" in report.notes[0]
+
+
+def test_a_class_is_graded_whatever_one_file_holds(tmp_path, tiny_release, capsys):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "not_json.ipynb").write_text("{ this is not json")
+    (folder / "binary.ipynb").write_bytes(bytes(range(256)) * 4)
+    (folder / "empty.ipynb").write_text("")
+    (folder / "notes.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))  # a notebook without cells
+    other = nbformat.read(ROOT / "notebooks" / "student" / "02_multi_head_attention.ipynb", as_version=4)
+    other_release = tmp_path / "release" / "02_multi_head_attention.ipynb"
+    nbformat.write(other, other_release)
+    nbformat.write(other, folder / "other_chapter.ipynb")
+    good = submission(tmp_path, causal=CAUSAL + CAUSAL_CALL)
+    noisy = nbformat.read(good, as_version=4)  # 10,000 cells of their own, each with stored output
+    noisy.cells += [
+        nbformat.v4.new_code_cell("print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n" * 50)])
+        for _ in range(10_000)
     ]
-    assert report.errors == ["cell 3: NameError: name 'undefined_name' is not defined"] and report.stopped is None
+    nbformat.write(noisy, folder / "noisy.ipynb")
+    out = tmp_path / "grades.csv"
+    files = [*sorted(folder.iterdir()), good]
+    code = main([*map(str, files), "--csv", str(out), "--timeout", "120", "--jobs", "2", "--chapter", "01_tiny",
+                 "--release", str(tiny_release)])  # fmt: skip
+    assert code == 1  # some files could not be graded
+    rows = {(Path(r["notebook"]).name, r["exercise"]): r for r in csv.DictReader(out.open())}
+    reasons = {name: rows[(name, "")]["message"] for name, exercise in rows if exercise == ""}
+    assert reasons["not_json.ipynb"].startswith("not a notebook")
+    assert reasons["binary.ipynb"].startswith("not a notebook")
+    assert reasons["empty.ipynb"] == "not a notebook: the file is empty"
+    assert reasons["notes.ipynb"].startswith("not a course notebook")
+    assert reasons["other_chapter.ipynb"].startswith("another chapter's notebook: its exercises are those of 02_")
+    for name in ("noisy.ipynb", "alice.ipynb"):
+        assert rows[(name, "check_causal_mask")]["status"] == "pass"
+        assert rows[(name, "check_padding_mask")]["status"] == "not attempted"
+    printed = capsys.readouterr().out
+    assert "not graded:" in printed and "not a notebook" in printed
+
+
+def test_a_submission_without_its_tags_is_still_matched_by_its_checker_calls(tmp_path, tiny_release):
+    path = submission(tmp_path, causal=CAUSAL + CAUSAL_CALL)
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        cell.metadata.pop("tags", None)  # an editor that keeps no cell metadata
+    nbformat.write(nb, path)
+    assert statuses(run_notebook(path, 120, release=tiny_release))[0] == ("check_causal_mask", "pass")
+
+
+# --- the course's own chapter -------------------------------------------------------------------------------------
+
+
+def test_an_untouched_student_edition_with_a_forged_last_cell_passes_nothing(tmp_path):
+    nb = nbformat.read(ROOT / "notebooks" / "student" / "01_attention.ipynb", as_version=4)
+    names = exercises(ROOT / "notebooks" / "01_attention.ipynb")
+    forged = FORGED.replace("('check_causal_mask', 'check_padding_mask')", repr(tuple(names)))
+    nb.cells.append(nbformat.v4.new_code_cell(forged))
+    path = tmp_path / "01_attention.ipynb"
+    nbformat.write(nb, path)
+    results = grade(path, timeout=300)
+    assert [r.exercise for r in results] == names and {r.status for r in results} == {"not attempted"}

@@ -280,3 +280,36 @@ def test_every_environment_variable_is_in_one_table_and_the_readme():
     package = [p for p in (ROOT / "course_utils").rglob("*.py") if p.name != "settings.py"]
     reading = [p.name for p in package if re.search(r"environ(\.get)?\s*[\[(]\s*[\"']COURSE_", p.read_text())]
     assert reading == [], "read COURSE_* variables through course_utils.settings"
+
+
+@pytest.mark.parametrize(
+    ("cell", "error"),
+    [
+        ("# %%\ndef f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n", "not tagged exercise"),
+        ('# %% tags=["exercise"]\ndef f():\n    ### BEGIN SOLUTION\n    return 1\n', "unbalanced"),
+        ('# %% tags=["exercise"]\ndef f():\n    return 1\n    ### END SOLUTION\n', "unbalanced"),
+        ('# %% tags=["exercise"]\n### BEGIN SOLUTION\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n', "unbalanced"),
+    ],
+)
+def test_the_build_refuses_a_source_that_would_leak_a_solution(tmp_path, cell, error):
+    builder = load_builder()
+    src = tmp_path / "01_broken.py"
+    src.write_text("# %% [markdown]\n# # 01 · Broken\n\n" + cell, encoding="utf-8")
+    with pytest.raises(builder.SourceError, match=error):
+        builder.build(src, "student")
+
+
+def test_every_exercise_cell_ends_with_its_checker_calls_and_reaches_no_further():
+    """The grader takes a submission's answer (an exercise cell without its checker calls) and calls the checkers
+    itself; an answer of the course's own is never flagged for review."""
+    from course_utils.grade import CHECK_CALL, REACHES_PAST, _answer, _exercise_cells
+
+    for path in [*NOTEBOOKS, *sorted((ROOT / "notebooks" / "student").glob("[0-9][0-9]_*.ipynb"))]:
+        for cell in _exercise_cells(nbformat.read(path, as_version=4)):
+            lines = cell.source.rstrip().splitlines()
+            calls = [i for i, line in enumerate(lines) if CHECK_CALL.match(line)]
+            assert calls and calls == list(range(len(lines) - len(calls), len(lines))), (path.name, lines[:2])
+            assert not REACHES_PAST.search(_answer(cell.source)), (path.name, lines[:2])
+        outside = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        outside = [c for c in outside if "exercise" not in c.metadata.get("tags", []) and CHECK_CALL.search(c.source)]
+        assert outside == [], f"{path.name}: a checker called outside an exercise cell is never graded"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+import contextlib
+import random
+from collections.abc import Callable, Generator
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
-
-from ..settings import GRADE_LOG
 
 
 class NotYet(Exception):
@@ -63,10 +63,13 @@ def name_mistake(got: object, expected: Tensor, mistakes: list[tuple[Tensor, str
 
 
 class Verdict:
-    """The outcome of a check: ``bool(verdict)`` says whether it passed; ``.message`` says why."""
+    """The outcome of a check: ``bool(verdict)`` says whether it passed; ``.message`` says why; ``.exercise`` names the
+    exercise graded (``check_layer_norm``, ``check_prediction[scaling]``) and ``.status`` is ``pass``, ``fail`` or
+    ``not attempted``: the grader (``python -m course_utils.grade``) reads these."""
 
-    def __init__(self, passed: bool, message: str) -> None:
-        self.passed, self.message = passed, message
+    def __init__(self, passed: bool, message: str, exercise: str = "", status: str | None = None) -> None:
+        self.passed, self.message, self.exercise = passed, message, exercise
+        self.status = status or ("pass" if passed else "fail")
 
     def __bool__(self) -> bool:
         return self.passed
@@ -78,21 +81,29 @@ class Verdict:
         pass
 
 
+@contextlib.contextmanager
+def students_random_state_kept() -> Generator[None, None, None]:
+    """Within the block a checker may seed and draw as it likes; after it, Python's, NumPy's and PyTorch's (CPU)
+    random generators are as the student's notebook left them, so its later draws do not depend on the check."""
+    python, numpy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(python)
+            np.random.set_state(numpy)
+
+
 def verdict(run: Callable[[], str], name: str | None = None) -> Verdict:
     """Run a checker's test (a function ``run`` defined inside a ``check_*`` function), print its verdict and
-    return it. When a grader asks for it (``COURSE_GRADE_LOG``), the exercise's name (``name``, by default the
-    checker's) and the outcome are recorded."""
+    return it, named ``name`` (by default the checker's own name). The student's random state is kept."""
     status = "pass"
     try:
-        message = "✅ " + run()
+        with students_random_state_kept():
+            message = "✅ " + run()
     except NotYet as e:
         message = "❌ " + str(e)
         status = "not attempted" if isinstance(e, NotWritten) else "fail"
     print(message)
-    log = GRADE_LOG.value()
-    if log:
-        checker = name or run.__qualname__.split(".")[0]  # run is defined in check_*: "check_layer_norm.<locals>.run"
-        record = {"check": checker, "status": status, "message": message}
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-    return Verdict(status == "pass", message)
+    exercise = name or run.__qualname__.split(".")[0]  # run is defined in check_*: "check_layer_norm.<locals>.run"
+    return Verdict(status == "pass", message, exercise, status)
