@@ -7,8 +7,9 @@ What is graded (the design of nbgrader's ``autograde``): not the submitted noteb
 student edition of its chapter (``notebooks/student/``, the *release*) with each exercise cell's answer taken from the
 submission. Every other cell comes from the release: a cell the student added or edited outside the exercises does
 not run, and the checker calls come from the release, after the answer, in cells of the grader's own. Those calls
-use the checkers as they were before any student code ran, and each verdict reaches the grader as an output of the
-grader's cell (``VERDICT``): printing, logging or displaying a verdict from an answer cell counts for nothing.
+use the checkers as they were before any student code ran. Each verdict reaches the grader as an output of the
+grader's cell (``VERDICT``), passed on by the process that runs the kernel on a channel the kernel cannot write to:
+printing, logging, displaying or writing a verdict from the notebook counts for nothing.
 
 Each exercise is reported as
 
@@ -18,13 +19,14 @@ Each exercise is reported as
 - ``not run``: execution never reached the checker (an earlier cell crashed the kernel, or the notebook ran
   past its time limit).
 
-An answer that reaches past the exercise (the checkers, the grader, ``sys.modules``, the output machinery...) is
-graded, and flagged for review (``review`` in the CSV): code in an answer cell runs in the same kernel as the checker
-after it, and could change what that checker does. The instructor guide says what that leaves open.
+An answer that reaches past the exercise (the checkers, the grader, ``sys.modules``, the output machinery, a library's
+attributes...) or calls a ready-made version of it is graded, and flagged for review (``review`` in the CSV): code in
+an answer cell runs in the same kernel as the checker after it, and could change what that checker does. The
+instructor guide says what that leaves open.
 
-Each submission runs in a scratch folder of its own (the submitted file and its folder are never written), under a
-time limit after which the kernel and every process it started are ended, with its memory capped, and with its
-outputs capped. A file that is not a course notebook is reported in one line, and the others are graded.
+Each submission's kernel runs in a scratch folder of its own, under a time limit after which the kernel and every
+process of its session are ended, with its address space and its outputs capped. The grader writes nothing next to
+a submission. A file that is not a course notebook is reported in one line, and the others are graded.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import csv
+import json
 import os
 import re
 import signal
@@ -53,24 +56,53 @@ STATUSES = ("pass", "fail", "not attempted", "not run")
 RELEASE = Path(__file__).resolve().parents[1] / "notebooks" / "student"  # in a checkout of the course
 VERDICT = "application/vnd.course-verdict+json"  # the MIME type of a verdict, as the grader's cells display it
 GRADER = "__course_grader__"  # the kernel-side grader, created by the graded notebook's first cell
-# What an answer has no need to touch: the checkers and the grader, imports by name, the output machinery.
+# What an answer has no need to touch: the checkers and the grader, imports by name, the output machinery, the
+# interpreter's insides (a dunder attribute other than __init__, frames, the garbage collector), and assignments to
+# the attributes of a library (torch.Tensor.any = ...).
 REACHES_PAST = re.compile(
     r"course_utils|__course_grader__|\bcheck_\w+\s*(=|\.)|sys\.modules|builtins|get_ipython|IPython|sys\.std(out|err)"
-    r"|\bdisplay\(|globals\(\)|setattr\(|importlib|__import__|__dict__|(?<![\w.])(exec|eval)\(|Verdict|fork_rng"
+    r"|\bdisplay\(|globals\(\)|\bvars\(|setattr\(|importlib|__import__|(?<![\w.])(exec|eval|compile)\(|Verdict"
+    r"|fork_rng|\.__(?!init__\b)\w+__|__torch_function__|__torch_dispatch__|_getframe|currentframe|f_back|f_globals"
+    r"|\bgc\.|ctypes|\bos\.(kill|fork|setsid|getppid)|signal\.|/proc"
+    r"|^[ \t]*(torch|nn|F|np|math|random|os|sys)\.[\w.]+\s*=(?!=)",
+    re.MULTILINE,
 )
+# For an exercise, the course's or PyTorch's own version of what it asks to write: an answer calling it is flagged.
+OWN_ANSWER = {
+    "check_scaled_dot_product_attention": "scaled_dot_product_attention",
+    "check_attention_with_bias": "scaled_dot_product_attention",
+    "check_causal_mask": "causal_mask",
+    "check_padding_mask": "padding_mask",
+    "check_sinusoidal_encoding": "sinusoidal_encoding|PositionalEncoding",
+    "check_layer_norm": "layer_norm|LayerNorm",
+    "check_rms_norm": "rms_norm|RMSNorm",
+    "check_encoder_layer": r"layer\(",
+    "check_pre_norm_layer": r"layer\(",
+    "check_decoder_layer": r"layer\(",
+    "check_gpt_block": r"block\(",
+    "check_greedy_decode": "greedy_decode|beam_search",
+    "check_beam_step": "beam_search",
+    "check_label_smoothing": r"label_smoothing\s*=",
+    "check_bpe_segment": r"BPETokenizer|segment\(",
+    "check_ngram_matches": r"sacrebleu|bleu\(",
+}
 OUTPUT_LIMIT = 100_000  # characters of output kept per cell; a flood beyond it is dropped
 
-# Run in a child process, so that a notebook that loops or kills its kernel cannot take the grader with it.
-# argv: the notebook to run (written back, executed), the scratch folder it runs in, a file for the kernel's pid,
-# the characters of output kept per cell, the MiB of address space allowed (0: no cap).
+# Run in a child process, so that a notebook that loops or kills its kernel cannot take the grader with it. It reads
+# the notebook to run on its standard input and writes, on its standard output, one JSON line for the kernel's pid and
+# one per cell run: the verdicts it displayed and the errors it raised. The kernel's own streams go nowhere (and it
+# inherits no other descriptor), so nothing the notebook runs can write to that channel; no file holds the results.
+# argv: the scratch folder the kernel runs in, the characters of output kept per cell, the MiB of address space
+# allowed (0: no cap).
 RUNNER = r"""
-import json, os, resource, sys, nbformat
+import json, resource, subprocess, sys, nbformat
 from nbclient import NotebookClient
 
-path, workdir, pidfile, limit, memory = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+workdir, limit, memory = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if memory:  # the kernel inherits the cap on its address space
     resource.setrlimit(resource.RLIMIT_AS, (memory * 2**20, memory * 2**20))
-
+nb = nbformat.reads(sys.stdin.read(), as_version=4)
+report = sys.stdout
 used, noted = {}, set()
 
 class Client(NotebookClient):
@@ -88,17 +120,23 @@ class Client(NotebookClient):
             return None
         return out
 
-def started(notebook):
-    with open(pidfile, "w") as f:
-        f.write(str(client.km.provisioner.pid))
+def say(record):
+    report.write(json.dumps(record) + "\n")
+    report.flush()
 
-nb = nbformat.read(path, as_version=4)
+def started(notebook):
+    say({"kernel": client.km.provisioner.pid})
+
+def executed(cell, cell_index, execute_reply):
+    outputs = cell.get("outputs", [])
+    verdicts = [o["data"]["VERDICT"] for o in outputs
+                if o.get("output_type") == "display_data" and isinstance(o.get("data", {}).get("VERDICT"), dict)]
+    errors = [f"{o.get('ename', '?')}: {o.get('evalue', '')}"[:200] for o in outputs if o.get("output_type") == "error"]
+    say({"cell": cell_index, "verdicts": verdicts, "errors": errors})
+
 client = Client(nb, kernel_name="python3", allow_errors=True, timeout=None, on_notebook_start=started,
-                resources={"metadata": {"path": workdir}})
-try:
-    client.execute()
-finally:
-    nbformat.write(nb, path)  # the executed copy, read back for the verdicts and the cells that raised
+                on_cell_executed=executed, resources={"metadata": {"path": workdir}})
+client.execute(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 """.replace("VERDICT", VERDICT)
 
 # The graded notebook's first cell: the checkers are taken now, before any student code runs.
@@ -240,14 +278,51 @@ def _chapter_of(nb: Any, releases: dict[str, Any], expected: str | None) -> str:
 
 
 def _answer(source: str) -> str:
-    """An exercise cell without its checker calls: what the student wrote."""
-    return "\n".join(line for line in source.splitlines() if not CHECK_CALL.match(line)).rstrip() + "\n"
+    """An exercise cell without its checker calls: what the student wrote. Each top-level ``check_*(...)`` statement,
+    on one line or several, is replaced by ``None``; what shares its line stays (``check_x(f); f = None``). A cell
+    that does not parse loses the lines that start with a call, and keeps its syntax error."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "\n".join(line for line in source.splitlines() if not CHECK_CALL.match(line)).rstrip() + "\n"
+    lines = source.splitlines(keepends=True)
+    calls = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id.startswith("check_")
+    ]
+    for node in reversed(calls):  # from the end, so that earlier positions stay valid
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        start = len(lines[first].encode()[: node.col_offset].decode())
+        end = len(lines[last].encode()[: node.end_col_offset].decode())
+        lines[first : last + 1] = [lines[first][:start] + "None" + lines[last][end:]]
+    return "".join(lines).rstrip() + "\n"
 
 
 def _verdict_cell(source: str) -> str:
     """The release's checker calls of an exercise cell, made through the kernel-side grader."""
     calls = [line.strip() for line in source.splitlines() if CHECK_CALL.match(line)]
     return "\n".join(f"{GRADER}.report({GRADER}.{call.split('#')[0].strip()})" for call in calls)
+
+
+def reviews(answer: str, names: Sequence[str]) -> dict[str, str]:
+    """Why an instructor should read ``answer``, the answer to the exercises ``names``: it reaches past the exercise
+    (``REACHES_PAST``), or calls the course's own version of what it asks for (``OWN_ANSWER``). Empty if neither."""
+    found: dict[str, str] = {}
+    reach = REACHES_PAST.search(answer)
+    for name in names:
+        own = OWN_ANSWER.get(name.split("[")[0])
+        shortcut = re.search(rf"(?<!\w)(?:{own})", answer) if own else None
+        if reach:
+            found[name] = f"its answer mentions {reach.group(0).strip()!r}: read it"
+        elif shortcut:
+            found[name] = f"its answer uses {shortcut.group(0)!r}, a ready-made version of the exercise: read it"
+    return found
 
 
 @dataclass
@@ -289,9 +364,7 @@ def _graded_notebook(nb: Any, release: Any) -> _Graded:
             answer = _answer(cell.source)
         else:
             answer = _answer(mine.source)
-            reach = REACHES_PAST.search(answer)
-            if reach:
-                graded.reviews.update((name, f"its answer mentions {reach.group(0)!r}: read it") for name in names)
+            graded.reviews.update(reviews(answer, names))
         graded.numbers[len(out.cells)] = number
         out.cells.append(nbformat.v4.new_code_cell(answer))
         graded.verdict_cells[len(out.cells)] = names
@@ -299,75 +372,105 @@ def _graded_notebook(nb: Any, release: Any) -> _Graded:
     return graded
 
 
-def _kill(pgid: int) -> None:
-    """End a process group: SIGTERM, up to two seconds, then SIGKILL."""
-    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 0.0)):
+def _session(sid: int) -> list[int]:
+    """The processes of session ``sid`` (Linux's /proc; elsewhere, just its leader)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return [sid]
+    members = []
+    for stat in proc.glob("[0-9]*/stat"):
         try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, session, ...
+        except (OSError, IndexError):
+            continue
+        if fields[3] == str(sid) and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _end_session(sid: int) -> None:
+    """End every process of session ``sid``: SIGTERM, up to two seconds, then SIGKILL. A process that put itself in a
+    session of its own (``setsid``) is not found."""
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
+        members = _session(sid)
+        for pid in members:
             try:
-                os.killpg(pgid, 0)
+                os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
-                return
+                pass
+        deadline = time.monotonic() + wait
+        while members and time.monotonic() < deadline:
             time.sleep(0.05)
+            members = _session(sid)
+        if not members:
+            return
 
 
-def _run(notebook: Any, timeout: float, memory_mb: int | None) -> tuple[Any | None, str | None]:
-    """Execute ``notebook`` in a scratch folder. Returns the executed notebook (None if it could not be read back)
-    and why the run stopped early (None if it ran to the end). The kernel and everything it started are ended."""
+@dataclass
+class _Run:
+    """What the runner said: each cell's verdicts and errors (by cell index), and why the run stopped early."""
+
+    cells: dict[int, dict[str, Any]]
+    stopped: str | None
+
+
+def _lines(text: str | None) -> list[dict[str, Any]]:
+    records = []
+    for line in (text or "").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _run(notebook: Any, timeout: float, memory_mb: int | None) -> _Run:
+    """Execute ``notebook`` in a scratch folder and end the kernel and everything it started."""
     import nbformat
 
-    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        scratch = Path(tmp) / "work"  # the kernel's folder: whatever the notebook writes lands here
-        scratch.mkdir()
-        path, pidfile = Path(tmp) / "graded.ipynb", Path(tmp) / "kernel.pid"
-        nbformat.write(notebook, path)
+    with tempfile.TemporaryDirectory(prefix="grade-") as tmp, tempfile.TemporaryFile("w+") as stderr:
+        scratch = os.path.join(tmp, "work")  # the kernel's folder; its parent holds nothing else either
+        os.mkdir(scratch)
         env = {k: v for k, v in os.environ.items() if not k.startswith("JPY_")}
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
         process = subprocess.Popen(
-            [sys.executable, "-c", RUNNER, str(path), str(scratch), str(pidfile), str(OUTPUT_LIMIT), str(memory_mb or 0)],
-            env=env, cwd=scratch, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [sys.executable, "-c", RUNNER, scratch, str(OUTPUT_LIMIT), str(memory_mb or 0)],
+            env=env, cwd=scratch, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            start_new_session=True,
         )  # fmt: skip
-        stopped = None
+        stopped, said = None, ""
         try:
-            _, stderr = process.communicate(timeout=timeout)
+            said, _ = process.communicate(nbformat.writes(notebook), timeout=timeout)
             if process.returncode != 0:
-                last = [line for line in stderr.strip().splitlines() if line.strip()]
+                stderr.seek(0)
+                last = [line for line in stderr.read().strip().splitlines() if line.strip()]
                 stopped = "the notebook stopped: " + (last[-1] if last else f"exit status {process.returncode}")
         except subprocess.TimeoutExpired:
             stopped = f"stopped after the time limit of {timeout:g} s"
         finally:
-            # The kernel runs in a session of its own (jupyter_client starts it so), and what the notebook started
-            # stays in the kernel's process group: end that group, then the runner's.
-            kernel = pidfile.read_text().strip() if pidfile.exists() else ""
-            if kernel.isdigit():
-                _kill(int(kernel))
-            _kill(process.pid)
-            process.communicate()
-        try:
-            return nbformat.read(path, as_version=4), stopped
-        except Exception:
-            return None, stopped
+            if process.poll() is None:  # the runner first: it says no more once it is gone
+                _end_session(process.pid)
+            try:
+                more, _ = process.communicate(timeout=5)
+                said = (said or "") + (more or "")
+            except (subprocess.TimeoutExpired, ValueError):
+                pass
+            records = _lines(said)
+            kernels = [r["kernel"] for r in records if isinstance(r.get("kernel"), int)]
+            for sid in [*kernels, process.pid]:  # the kernel runs in a session of its own, as jupyter_client starts it
+                _end_session(sid)
+    cells = {r["cell"]: r for r in records if isinstance(r.get("cell"), int)}
+    return _Run(cells, stopped)
 
 
-def _verdicts(cell: Any) -> list[dict[str, str]]:
+def _errors(run: _Run, graded: _Graded) -> list[str]:
     return [
-        output["data"][VERDICT]
-        for output in cell.get("outputs", [])
-        if output.get("output_type") == "display_data" and isinstance(output.get("data", {}).get(VERDICT), dict)
-    ]
-
-
-def _errors(executed: Any, graded: _Graded) -> list[str]:
-    return [
-        f"cell {graded.numbers[i]}: {output.get('ename', '?')}: {output.get('evalue', '')}"[:200]
-        for i, cell in enumerate(executed.cells)
+        f"cell {graded.numbers[i]}: {error}"[:200]
+        for i in sorted(run.cells)
         if i in graded.numbers
-        for output in cell.get("outputs", [])
-        if output.get("output_type") == "error"
+        for error in run.cells[i].get("errors", [])
     ]
 
 
@@ -380,25 +483,27 @@ def run_notebook(
     path: str | Path,
     timeout: float = 600.0,
     *,
-    release: str | Path | None = None,
+    release: str | Path | dict[str, Any] | None = None,
     chapter: str | None = None,
     memory_mb: int | None = 8192,
 ) -> Report:
     """Grade one submission: its exercises' results, the cells that raised and why it stopped, if it did. ``release``
-    is the folder of the course's student editions (default: ``notebooks/student`` of this checkout); ``chapter``
+    is the folder of the course's student editions (default: ``notebooks/student`` of this checkout), or those editions
+    already read (``{"01_attention": notebook, ...}``: a class's grading reads them once, before any runs); ``chapter``
     (e.g. ``"01_attention"``), if given, is the only chapter accepted; ``memory_mb`` caps the kernel's address space."""
     path = Path(path)
     try:
         nb = _read(path)
-        releases = _releases(Path(release) if release is not None else RELEASE)
+        releases = release if isinstance(release, dict) else _releases(Path(release or RELEASE))
         stem = _chapter_of(nb, releases, chapter)
     except NotGradable as e:
         return Report(str(path), [], [], None, unreadable=str(e))
     graded = _graded_notebook(nb, releases[stem])
-    executed, stopped = _run(graded.notebook, timeout, memory_mb)
+    run = _run(graded.notebook, timeout, memory_mb)
+    stopped = run.stopped
     results = []
     for index, names in graded.verdict_cells.items():
-        records = _verdicts(executed.cells[index]) if executed is not None else []
+        records = [r for r in run.cells.get(index, {}).get("verdicts", []) if isinstance(r, dict)]
         if len(records) > len(names):  # something besides the checkers displayed a verdict: trust none of them
             why = f"its verdict cell gave {len(records)} verdicts for {len(names)} exercise(s)"
             results += [Result(str(path), name, "not run", why, f"{why}: read its answer") for name in names]
@@ -413,7 +518,7 @@ def run_notebook(
         for name in [n for n in names if n not in {r["exercise"] for r in reported}]:
             why = stopped or "the checker's cell did not run to its verdict"
             results.append(Result(str(path), name, "not run", why, graded.reviews.get(name, "")))
-    errors = _errors(executed, graded) if executed is not None else []
+    errors = _errors(run, graded)
     return Report(str(path), results, errors, stopped, chapter=stem, notes=graded.notes)
 
 
@@ -445,10 +550,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.notebooks:
         if not path.exists():
             parser.error(f"{path}: no such file")
+    try:
+        releases = _releases(args.release or RELEASE)  # read once: no submission's run can change them for the next
+    except FileNotFoundError as e:
+        parser.error(str(e))
 
     def one(path: Path) -> Report:
         start = time.perf_counter()
-        report = run_notebook(path, args.timeout, release=args.release, chapter=args.chapter, memory_mb=args.memory)
+        report = run_notebook(path, args.timeout, release=releases, chapter=args.chapter, memory_mb=args.memory)
         if report.unreadable:
             print(f"{path}: {report.unreadable}", file=sys.stderr, flush=True)
             return report

@@ -158,6 +158,61 @@ def test_patching_a_checkers_internals_from_an_answer_is_flagged_for_review(tmp_
     assert "course_utils" in report.results[0].review
 
 
+def test_a_tensor_that_lies_about_comparisons_is_refused(tmp_path, tiny_release):
+    lie = "class Lie(torch.Tensor):\n    def __bool__(self):\n        return False\n\n\n"
+    lie += "def my_causal_mask(size):\n    return torch.zeros(size, size, dtype=torch.bool).as_subclass(Lie)"
+    report = run_notebook(submission(tmp_path, causal=lie + CAUSAL_CALL), 120, release=tiny_release)
+    assert (
+        statuses(report)[0] == ("check_causal_mask", "fail") and "subclass of torch.Tensor" in report.results[0].message
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "flag"),
+    [
+        (
+            "def my_causal_mask(size):\n    return torch.ones(size, size, dtype=torch.bool).triu()\n"
+            "causal_mask.__code__ = my_causal_mask.__code__",
+            "__code__",
+        ),  # the reference the checker compares with
+        ("torch.Tensor.any = lambda self, *args, **kwargs: False\n" + WRONG_CAUSAL, "torch.Tensor.any ="),
+        ("from torch.nn.functional import *\nmy_causal_mask = lambda size: causal_mask(size)", "causal_mask"),
+    ],
+)
+def test_answers_that_tamper_or_take_a_shortcut_are_flagged(tmp_path, tiny_release, answer, flag):
+    """From the grader's red team: wrong answers that passed, each now flagged for the instructor to read."""
+    setup = "import torch\nfrom course_utils import causal_mask\nfrom course_utils.checks import check_causal_mask, check_padding_mask"
+    release = tiny_release.parent / "release2"
+    release.mkdir()
+    write(
+        release / "01_tiny.ipynb", [("", setup), ("exercise", CAUSAL_STUB), ("", "x = 1"), ("exercise", PADDING_STUB)]
+    )
+    report = run_notebook(submission(tmp_path, causal=answer + CAUSAL_CALL), 120, release=release)
+    assert flag in report.results[0].review
+
+
+def test_results_the_kernel_writes_to_files_or_its_parent_count_for_nothing(tmp_path, tiny_release):
+    """The runner passes results on its standard output, which the kernel does not hold; killing the runner ends
+    the run without a verdict."""
+    forge = (
+        "import glob, json, os, signal\n"
+        "assert os.path.basename(os.path.dirname(os.getcwd())).startswith('grade-'), 'not in the grader scratch'\n"
+        "for path in glob.glob('../*') + glob.glob('*'):\n"
+        "    open(path + '.forged', 'w').write(json.dumps({'cell': 2, 'verdicts': [{'exercise': 'check_causal_mask', "
+        "'status': 'pass', 'message': 'x'}]}))\n"
+        "os.kill(os.getppid(), signal.SIGKILL)\n"
+    )
+    report = run_notebook(submission(tmp_path, causal=forge + CAUSAL_STUB), 120, release=tiny_release)
+    assert [r.status for r in report.results] == ["not run", "not run"]
+
+
+def test_a_line_shared_with_a_checker_call_still_runs(tmp_path, tiny_release):
+    shared = CAUSAL + "\n\n\ncheck_causal_mask(my_causal_mask); my_causal_mask = None"
+    split = PADDING + "\n\n\ncheck_padding_mask(\n    my_padding_mask\n)"
+    report = run_notebook(submission(tmp_path, causal=shared, padding=split), 120, release=tiny_release)
+    assert statuses(report) == [("check_causal_mask", "not run"), ("check_padding_mask", "pass")]
+
+
 # --- broken work: the rest is graded, nothing outlives the run ----------------------------------------------------
 
 
@@ -167,6 +222,7 @@ def test_a_timeout_ends_the_kernel_and_every_process_it_started(tmp_path, tiny_r
         "import os, subprocess\n"
         "child = subprocess.Popen(['sleep', '300'])\n"
         "shell = subprocess.Popen('sleep 301 &', shell=True)  # a grandchild the kernel does not even know\n"
+        "grouped = subprocess.Popen(['sleep', '302'], process_group=0)  # in a process group of its own\n"
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
         "while True:\n    pass\n"
     )
@@ -178,7 +234,16 @@ def test_a_timeout_ends_the_kernel_and_every_process_it_started(tmp_path, tiny_r
     kernel, child = (int(p) for p in pids.read_text().split())
     time.sleep(0.5)
     assert not alive(kernel) and not alive(child)
-    assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p) == "sleep 301"]
+    assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p) in ("sleep 301", "sleep 302") and alive(p.name)]
+
+
+def test_a_process_that_leaves_the_session_does_not_hold_the_grader(tmp_path, tiny_release):
+    """A child in a session of its own escapes the clean-up (the instructor guide says so), but the grader does not
+    wait for it: it holds none of the grader's pipes."""
+    detach = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n    os._exit(0)\n"
+    start = time.monotonic()
+    report = run_notebook(submission(tmp_path, causal=detach + CAUSAL + CAUSAL_CALL), 30, release=tiny_release)
+    assert time.monotonic() - start < 45 and statuses(report)[0] == ("check_causal_mask", "pass")
 
 
 def _cmdline(proc):
@@ -202,9 +267,10 @@ def test_a_notebook_that_exits_is_graded_up_to_there(tmp_path, tiny_release, exi
 
 
 def test_a_cell_that_deletes_what_it_can_reach_touches_no_submission(tmp_path, tiny_release):
-    wipe = (
+    wipe = (  # everything in its folder and the folder above, where the grader put it (never further: this is a test)
         "import glob, os, shutil\n"
-        "for f in glob.glob('*') + glob.glob('../*') + glob.glob('*.ipynb'):\n"
+        "assert os.path.basename(os.path.dirname(os.getcwd())).startswith('grade-'), 'not in the grader scratch'\n"
+        "for f in glob.glob('*') + glob.glob('../*'):\n"
         "    shutil.rmtree(f, ignore_errors=True) if os.path.isdir(f) else os.remove(f)\n"
     )
     path = submission(tmp_path, causal=wipe + CAUSAL + CAUSAL_CALL)

@@ -302,14 +302,14 @@ def test_the_build_refuses_a_source_that_would_leak_a_solution(tmp_path, cell, e
 def test_every_exercise_cell_ends_with_its_checker_calls_and_reaches_no_further():
     """The grader takes a submission's answer (an exercise cell without its checker calls) and calls the checkers
     itself; an answer of the course's own is never flagged for review."""
-    from course_utils.grade import CHECK_CALL, REACHES_PAST, _answer, _exercise_cells
+    from course_utils.grade import CHECK_CALL, _answer, _calls, _exercise_cells, reviews
 
     for path in [*NOTEBOOKS, *sorted((ROOT / "notebooks" / "student").glob("[0-9][0-9]_*.ipynb"))]:
         for cell in _exercise_cells(nbformat.read(path, as_version=4)):
             lines = cell.source.rstrip().splitlines()
             calls = [i for i, line in enumerate(lines) if CHECK_CALL.match(line)]
             assert calls and calls == list(range(len(lines) - len(calls), len(lines))), (path.name, lines[:2])
-            assert not REACHES_PAST.search(_answer(cell.source)), (path.name, lines[:2])
+            assert reviews(_answer(cell.source), _calls(cell.source)) == {}, (path.name, lines[:2])
         outside = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
         outside = [c for c in outside if "exercise" not in c.metadata.get("tags", []) and CHECK_CALL.search(c.source)]
         assert outside == [], f"{path.name}: a checker called outside an exercise cell is never graded"

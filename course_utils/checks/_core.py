@@ -20,20 +20,33 @@ class NotWritten(NotYet):
     """The student's function still raises ``NotImplementedError``: the exercise is not attempted yet."""
 
 
+def _plain(result: Any, name: str) -> Any:
+    """``result`` if its tensors are plain ``torch.Tensor`` (or parameters): a tensor subclass can answer a comparison
+    however it likes, so a checker does not compare one."""
+    if isinstance(result, Tensor) and type(result) not in (Tensor, torch.nn.Parameter):
+        raise NotYet(f"{name} returned a {type(result).__name__}, a subclass of torch.Tensor: return a plain tensor")
+    if isinstance(result, tuple | list):
+        for item in result:  # pyright: ignore[reportUnknownVariableType]
+            _plain(item, name)
+    return result
+
+
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
     except NotImplementedError:
         raise NotWritten(
             f"{fn.__name__} is not written yet: replace `raise NotImplementedError`, then run this cell again."
         ) from None
     except Exception as e:  # the student's bug, reported rather than raised
         raise NotYet(f"{fn.__name__} raised {type(e).__name__}: {e}") from None
+    return _plain(result, getattr(fn, "__name__", "your function"))
 
 
 def same(got: object, expected: Tensor, what: str, atol: float = 1e-5) -> None:
     if not isinstance(got, Tensor):
         raise NotYet(f"{what} should be a torch.Tensor; got {type(got).__name__}")
+    _plain(got, what)
     if got.shape != expected.shape:
         raise NotYet(f"{what} has shape {tuple(got.shape)}; expected {tuple(expected.shape)}")
     if (got.dtype == torch.bool) != (expected.dtype == torch.bool):
