@@ -152,3 +152,21 @@ def test_beam_search_finds_the_same_hypotheses_with_and_without_the_cache(beam_s
             model, src, mask, beam_size=beam_size, max_len=12, bos_id=BOS, eos_id=EOS, pad_id=PAD, use_cache=False
         )
     assert torch.equal(cached, full)
+
+
+def test_the_paired_bootstrap_scores_as_corpus_bleu_and_brackets_the_difference() -> None:
+    from course_utils import bleu_difference
+
+    references = [f"a dog number {i} runs on the green grass" for i in range(60)]
+    weak = [f"a dog {i} runs on grass" for i in range(60)]
+    strong = [r if i % 3 else f"a dog number {i} runs on grass" for i, r in enumerate(references)]
+    gain = bleu_difference(weak, strong, references, samples=300)
+    assert gain.bleu_a == pytest.approx(bleu(weak, references)[0]) and gain.bleu_b == pytest.approx(
+        bleu(strong, references)[0]
+    )
+    assert 0 < gain.low <= gain.difference <= gain.high
+    same = bleu_difference(weak, weak, references, samples=50)
+    assert same.difference == same.low == same.high == 0
+    assert bleu_difference(weak, strong, references, samples=300).low == gain.low  # seeded: the same draws
+    with pytest.raises(ValueError, match="as many translations"):
+        bleu_difference(weak, strong[:-1], references)

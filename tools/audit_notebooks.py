@@ -83,7 +83,7 @@ TAUGHT_IN = {
     ],
     "08": [
         "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
-        "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu", "pad_batch",
+        "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu", "bleu_difference", "pad_batch",
     ],
     "09": [
         "ProbeReport", "causality_probe", "equality_probe", "padding_probe", "position_probe", "batch_probe",

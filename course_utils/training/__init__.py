@@ -6,13 +6,13 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
 - ``pretrained``: ``load_pretrained``, the weights those recipes gave (``course_utils/checkpoints/``)
 - ``seq2seq``: ``seq2seq_loss`` (teacher forcing), ``pad_batch``, ``translation_batches``, ``validation_loss``
 - ``decoding``: ``beam_search``, ``greedy_decode`` (one beam), ``length_penalty``, ``translate``
-- ``metrics``: ``exact_match``, ``bleu``, ``estimate_loss``
+- ``metrics``: ``exact_match``, ``bleu``, ``bleu_difference`` (a paired bootstrap), ``estimate_loss``
 - ``translation``: chapter 08's ``train_translator`` and ``evaluate_bleu``
 """
 
 from .decoding import beam_search, greedy_decode, length_penalty, translate
 from .loop import History, TrainConfig, lr_factor, make_optimizer, noam_lr, train, train_step
-from .metrics import bleu, estimate_loss, exact_match
+from .metrics import BleuDifference, bleu, bleu_difference, estimate_loss, exact_match
 from .pretrained import load_pretrained
 from .recipes import (
     DATE_TRANSFORMER,
@@ -32,12 +32,14 @@ __all__ = [
     "MULTI30K_TRANSLATOR",
     "SHAKESPEARE_GPT_CPU",
     "SHAKESPEARE_GPT_GPU",
+    "BleuDifference",
     "History",
     "Recipe",
     "TrainConfig",
     "TranslationRecipe",
     "beam_search",
     "bleu",
+    "bleu_difference",
     "encode_corpus",
     "estimate_loss",
     "evaluate_bleu",

@@ -1,4 +1,5 @@
-"""How good a trained model is: exact match (whole outputs right), corpus BLEU, and a language model's loss.
+"""How good a trained model is: exact match (whole outputs right), corpus BLEU and how sure a BLEU gain is, and a
+language model's loss.
 
 Shape letters: B batch, T sequence length.
 """
@@ -6,7 +7,9 @@ Shape letters: B batch, T sequence length.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -15,7 +18,7 @@ from ..model import GPT, Transformer, padding_mask
 from ..utils import eval_mode
 from .decoding import greedy_decode
 
-__all__ = ["bleu", "estimate_loss", "exact_match"]
+__all__ = ["BleuDifference", "bleu", "bleu_difference", "estimate_loss", "exact_match"]
 
 
 @torch.no_grad()
@@ -57,6 +60,64 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, s
     metric = BLEU()
     score = metric.corpus_score(list(hypotheses), [list(references)])
     return float(score.score), str(metric.get_signature())
+
+
+@dataclass(frozen=True)
+class BleuDifference:
+    """BLEU(b) - BLEU(a) on the same sentences, and the interval the paired bootstrap gives it."""
+
+    bleu_a: float
+    bleu_b: float
+    difference: float
+    low: float  # the interval holding the middle `level` share of the resampled differences
+    high: float
+    level: float
+    samples: int
+
+    def __str__(self) -> str:
+        return f"{self.difference:+.2f} ({self.level:.0%} interval {self.low:+.2f} to {self.high:+.2f})"
+
+
+def bleu_difference(
+    hypotheses_a: Sequence[str],
+    hypotheses_b: Sequence[str],
+    references: Sequence[str],
+    *,
+    samples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> BleuDifference:
+    """How sure is a BLEU gain? The paired bootstrap (Koehn, 2004): draw as many sentences as there are, with
+    replacement, score both systems on the same draw, and repeat ``samples`` times; the middle ``level`` share of the
+    differences is the interval. Each sentence's n-gram counts and lengths are computed once by sacreBLEU (the same
+    tokenisation and smoothing as ``bleu``); a draw sums them, as corpus BLEU does."""
+    from sacrebleu.metrics.bleu import BLEU
+
+    if not (len(hypotheses_a) == len(hypotheses_b) == len(references) > 0):
+        raise ValueError(
+            f"need as many translations from each system as references (and at least one); got "
+            f"{len(hypotheses_a)}, {len(hypotheses_b)} and {len(references)}"
+        )
+    metric = BLEU()
+
+    def statistics(hypotheses: Sequence[str]) -> np.ndarray:
+        rows = []
+        for hypothesis, reference in zip(hypotheses, references):
+            s = metric.corpus_score([hypothesis], [[reference]])
+            rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+        return np.array(rows, dtype=np.int64)  # (N, 10): lengths, matches of 1-4-grams, 1-4-grams
+
+    def score(summed: np.ndarray) -> float:
+        correct, total = [int(c) for c in summed[2:6]], [int(t) for t in summed[6:10]]
+        sys_len, ref_len = int(summed[0]), int(summed[1])
+        return float(BLEU.compute_bleu(correct, total, sys_len, ref_len, smooth_method=metric.smooth_method).score)
+
+    a, b = statistics(hypotheses_a), statistics(hypotheses_b)
+    draws = np.random.default_rng(seed).integers(0, len(references), size=(samples, len(references)))
+    differences = [score(b[draw].sum(0)) - score(a[draw].sum(0)) for draw in draws]
+    low, high = np.quantile(differences, [(1 - level) / 2, (1 + level) / 2])
+    bleu_a, bleu_b = score(a.sum(0)), score(b.sum(0))
+    return BleuDifference(bleu_a, bleu_b, bleu_b - bleu_a, float(low), float(high), level, samples)
 
 
 @torch.no_grad()
