@@ -378,8 +378,7 @@ check_beam_step(my_beam_step)
 #
 # $$\mathrm{score}(y) = \frac{\log p(y \mid x)}{\mathrm{lp}(y)}, \qquad \mathrm{lp}(y) = \left(\frac{5 + |y|}{6}\right)^{\alpha}.$$
 #
-# Every token adds a negative log-probability, so without the penalty ($\alpha = 0$) a shorter hypothesis has an
-# advantage just for being short.
+# With $\alpha = 0$ the penalty is 1, and the hypotheses are ranked by their log-probability alone.
 #
 # Which $\alpha$? It is chosen on the validation set, never on the test set. When the checkpoint was built,
 # `tools/build_checkpoints.py` translated the 1,014 validation sentences greedily and with a beam of 4 for seven
