@@ -449,14 +449,14 @@ def _run(notebook: Any, timeout: float, memory_mb: int | None) -> _Run:
                 stopped = "the notebook stopped: " + (last[-1] if last else f"exit status {process.returncode}")
         except subprocess.TimeoutExpired:
             stopped = f"stopped after the time limit of {timeout:g} s"
-        finally:
-            if process.poll() is None:  # the runner first: it says no more once it is gone
-                _end_session(process.pid)
+            _end_session(process.pid)  # the runner first: once it is gone, it says no more
             try:
-                more, _ = process.communicate(timeout=5)
-                said = (said or "") + (more or "")
-            except (subprocess.TimeoutExpired, ValueError):
-                pass
+                said, _ = process.communicate(timeout=5)  # all it said, the part before the time limit included
+            except subprocess.TimeoutExpired:  # a pipe still held open: give up on it rather than wait
+                said = ""
+        finally:
+            if process.poll() is None:  # interrupted otherwise (Ctrl-C): nothing of the run may outlive the grader
+                _end_session(process.pid)
             records = _lines(said)
             kernels = [r["kernel"] for r in records if isinstance(r.get("kernel"), int)]
             for sid in [*kernels, process.pid]:  # the kernel runs in a session of its own, as jupyter_client starts it
