@@ -352,7 +352,8 @@ loss_curve(
 # returns logits `(1, t, V)`, of which the **last** position predicts the next token; append its argmax and go on,
 # until the token appended is `<eos>` (keep it) or `ys` holds `max_len` ids, `<bos>` included. The checker compares
 # your output with `course_utils.greedy_decode`, first on a stand-in model whose right output is known, then on a small
-# untrained `Transformer`.
+# untrained `Transformer`. The `*` in the signature makes the arguments after it keyword-only, as in
+# `greedy_decode`: the checker calls `my_greedy_decode(model, src, src_mask, max_len=..., bos_id=..., eos_id=...)`.
 
 
 # %% tags=["exercise"]
