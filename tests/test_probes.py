@@ -260,9 +260,21 @@ def test_position_probe_flags_a_drowned_encoding():
     assert report.flagged and "N(0, 1)" in report.likely_bug
 
 
-def test_position_probe_catches_mystery_b():
-    report = position_probe(mystery_model("B"), tokens())
-    assert report.flagged and "thrown away" in report.likely_bug
+def test_position_probe_flags_mystery_b_and_the_equality_probe_finds_its_scale():
+    mystery = mystery_model("B")
+    report = position_probe(mystery, tokens())
+    assert report.flagged and report.causes == ("weak_positions",)
+    with torch.no_grad():
+        added = mystery.inputs(tokens()) - mystery.embed(tokens()) * math.sqrt(32)  # what the encoding contributes
+    second = equality_probe(added[0], sinusoidal_encoding(10, 32))
+    assert second.flagged and "x 0.17678" in second.finding
+
+
+def test_mystery_d_needs_a_second_experiment():
+    mystery = mystery_model("D")
+    first = padding_probe(mystery, padded_tokens(), PAD)
+    assert first.flagged and {"mean_over_padding", "no_padding_mask"} <= set(first.causes)
+    assert not padding_probe(mystery.states, padded_tokens(), PAD).flagged
 
 
 # --- batch and output --------------------------------------------------------------------------------------------

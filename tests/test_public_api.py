@@ -25,7 +25,7 @@ EXPECTED = {
     "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
     "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu", "bleu_difference", "pad_batch",
     # 09
-    "ProbeReport", "causality_probe", "equality_probe", "padding_probe", "position_probe", "batch_probe",
+    "ProbeReport", "causality_probe", "dependency_heatmap", "equality_probe", "padding_probe", "position_probe", "batch_probe",
     "output_probe",
     # every chapter
     "set_seed", "get_device", "count_parameters", "attention_heatmap", "attention_grid", "attention_chart",

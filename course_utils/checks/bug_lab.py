@@ -58,15 +58,18 @@ class _EmbeddedEncoder(nn.Module):
 
 
 class _Encoder(_EmbeddedEncoder):
-    """Mystery B: an encoder, ids (B, T) -> states (B, T, d_model)."""
+    """Mystery B: an encoder, ids (B, T) -> states (B, T, d_model); ``inputs(ids)`` is what its first layer reads."""
 
     def __init__(self) -> None:
         super().__init__(n_layers=2)
 
-    def forward(self, tokens: Tensor) -> Tensor:
+    def inputs(self, tokens: Tensor) -> Tensor:
+        """The scaled embeddings plus the positional encoding, (B, T, d_model): the encoder stack's input."""
         x = self.embed(tokens) * math.sqrt(self.d_model)
-        x.add(self.positional.pe[: tokens.size(1)])
-        out: Tensor = self.encoder(x, padding_mask(tokens, PAD))
+        return x + self.positional.pe[: tokens.size(1)] / math.sqrt(self.d_model)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        out: Tensor = self.encoder(self.inputs(tokens), padding_mask(tokens, PAD))
         return out
 
 
@@ -79,16 +82,21 @@ class _Attention(MultiHeadAttention):
 
 
 class _Classifier(_EmbeddedEncoder):
-    """Mystery D: a sequence classifier, ids (B, T) -> class logits (B, 3)."""
+    """Mystery D: a sequence classifier, ids (B, T) -> class logits (B, 3); ``states(ids)`` gives the encoder's
+    output before pooling."""
 
     def __init__(self) -> None:
         super().__init__(n_layers=1)
         self.head = nn.Linear(self.d_model, 3)
 
-    def forward(self, tokens: Tensor) -> Tensor:
+    def states(self, tokens: Tensor) -> Tensor:
+        """The encoder's output, (B, T, d_model), one state per position, before pooling."""
         x = self.positional(self.embed(tokens) * math.sqrt(self.d_model))
-        states = self.encoder(x, padding_mask(tokens, PAD))  # (B, T, d_model)
-        return self.head(states.mean(dim=1))  # (B, 3)
+        out: Tensor = self.encoder(x, padding_mask(tokens, PAD))
+        return out
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return self.head(self.states(tokens).mean(dim=1))  # (B, 3)
 
 
 @dataclass(frozen=True)
@@ -124,23 +132,27 @@ MYSTERIES: dict[str, Mystery] = {
     ),
     "B": Mystery(
         chapter="09",
-        what="an encoder: ids (B, T) -> states (B, T, 32)",
+        what="an encoder: ids (B, T) -> states (B, T, 32); mystery_b.inputs(ids) is what its first layer reads, "
+        "mystery_b.embed its embedding",
         choices={
             "a": "the positional encoding never reaches the encoder",
-            "b": "the embeddings drown the positional encoding",
-            "c": "no padding mask",
+            "b": "the embeddings drown the positional encoding: initialised N(0, 1), then times sqrt(d_model)",
+            "c": "the positional encoding is scaled down before it is added",
             "d": "the positional encoding uses 2i twice",
         },
-        answer="a",
+        answer="c",
         why={
-            "a": "forward computes x.add(self.pe[:T]) and throws the result away (add returns a new tensor; add_ "
-            "would work in place, x = x + pe is clearer). The encoder sees a bag of tokens: the position probe "
-            "finds the output exactly permutation-equivariant.",
-            "b": "Drowned positions would still move the output a little when permuted; this one does not move at "
-            "all, so no positional signal arrives, however small.",
-            "c": "The padding probe stays quiet on this encoder: its padding mask is right.",
-            "d": "A stretched encoding still tells positions apart (the permutation would change the output); here "
-            "the permutation changes nothing beyond reordering.",
+            "a": "Then shuffling the first half would leave the second half's outputs unchanged; the position probe "
+            "finds they change, a little: positions arrive, weakly.",
+            "b": "The position probe flags a weak signal, which fits; but the embeddings are not large: "
+            "mystery_b.embed.weight.std() * sqrt(32) is about 1, the size of the encoding's values (between -1 and 1). "
+            "Measure before choosing.",
+            "c": "inputs() adds pe / sqrt(d_model): the encoding arrives 5.7 times too small. The position probe "
+            "flags a weak signal; the embeddings' scale is normal (about 1), and inputs(ids) minus the scaled "
+            "embeddings, compared with sinusoidal_encoding by the equality probe, is the table times a constant "
+            "(1/sqrt(32) = 0.177). Fix: x + pe, unscaled.",
+            "d": "The positional part of inputs(ids) is the paper's table times a constant, not a table with "
+            "stretched wavelengths: the equality probe finds a constant factor, not columns moved.",
         },
         probe="position_probe",
     ),
@@ -168,11 +180,12 @@ MYSTERIES: dict[str, Mystery] = {
     ),
     "D": Mystery(
         chapter="09",
-        what="a sequence classifier: ids (B, T), padded with id 0 -> class logits (B, 3)",
+        what="a sequence classifier: ids (B, T), padded with id 0 -> class logits (B, 3); mystery_d.states(ids) "
+        "gives the encoder's states (B, T, 32) before pooling",
         choices={
             "a": "dropout left on at inference",
             "b": "its mean over the positions counts the padding",
-            "c": "no positional encoding",
+            "c": "its encoder's attention has no padding mask: real positions attend to the padding",
             "d": "nothing: padding cannot change its output",
         },
         answer="b",
@@ -180,9 +193,11 @@ MYSTERIES: dict[str, Mystery] = {
             "a": "Every probe runs the model twice on the same input first, and would have reported outputs that "
             "change from call to call; the padding probe measured a change caused by the padding instead.",
             "b": "states.mean(dim=1) averages every position, padding included, so the same sentence gets another "
-            "class score with more padding. The padding probe flags it; the fix is a masked mean: "
+            "class score with more padding. The padding probe flags the classifier; on mystery_d.states it stays "
+            "quiet, so the attention is masked right and the pooling is left. The fix is a masked mean: "
             "(states * keep).sum(1) / keep.sum(1), keep = (tokens != pad)[..., None].",
-            "c": "It adds the sinusoidal encoding; the probe that flags it is the padding probe.",
+            "c": "The padding probe on the classifier fits this too; but on mystery_d.states, before pooling, it is "
+            "quiet: no real position's state moves with more padding, so the attention's mask is right.",
             "d": "The padding probe shows the output changing when padding is appended.",
         },
         probe="padding_probe",

@@ -4,7 +4,8 @@ interactive Altair charts). The exercise graders are ``course_utils.checks``; th
 
 - ``probes``: ``causality_probe``, ``equality_probe``, ``padding_probe``, ``position_probe``, ``batch_probe``,
   ``output_probe``, each returning a ``ProbeReport``
-- ``plots``: ``attention_heatmap``, ``attention_grid``, ``attention_chart``, the positional-encoding plots,
+- ``plots``: ``attention_heatmap``, ``attention_grid``, ``attention_chart``, ``dependency_heatmap`` (the causality
+  probe's matrix), the positional-encoding plots,
   ``loss_curve``, ``evaluation_curve``, ``use_offline_charts``
 - ``_vega``: charts drawn to HTML or PNG without internet (vl-convert)
 """
@@ -13,6 +14,7 @@ from .plots import (
     attention_chart,
     attention_grid,
     attention_heatmap,
+    dependency_heatmap,
     evaluation_curve,
     loss_curve,
     positional_encoding_chart,
@@ -37,6 +39,7 @@ __all__ = [
     "attention_heatmap",
     "batch_probe",
     "causality_probe",
+    "dependency_heatmap",
     "equality_probe",
     "evaluation_curve",
     "loss_curve",

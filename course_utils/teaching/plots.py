@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from numpy.typing import ArrayLike
@@ -32,6 +34,7 @@ __all__ = [
     "attention_chart",
     "attention_grid",
     "attention_heatmap",
+    "dependency_heatmap",
     "evaluation_curve",
     "loss_curve",
     "positional_encoding_chart",
@@ -190,6 +193,40 @@ def attention_grid(
     return fig
 
 
+def dependency_heatmap(
+    matrices: Matrix, tokens: Sequence[str] | None = None, *, titles: Sequence[str] | None = None,
+    suptitle: str | None = None,
+) -> Figure:  # fmt: skip
+    """The causality probe's ``detail``, one panel per model: ``matrices`` ``(n, T, T)`` (or one ``(T, T)``), entry
+    ``(i, j)`` the largest change of output ``i`` when token ``j`` changes. The colour is that change on a log scale,
+    one scale for all panels; exact zeros are left white. Above the diagonal (the line) is the future: a causal
+    model leaves it white."""
+    m = _array(matrices, (2, 3), "matrices")
+    m = m[None] if m.ndim == 2 else m
+    n, T, _ = m.shape
+    labels = _labels(tokens, T, "token")
+    titles = [f"model {i}" for i in range(n)] if titles is None else _labels(titles, n, "title")
+    positive = m[m > 0]
+    low, high = (float(positive.min()), float(positive.max())) if positive.size else (1e-8, 1.0)
+    side = 1.2 + 0.22 * T
+    fig, axes = plt.subplots(1, n, figsize=(side * n + 1.2, side + 0.3), layout="constrained", squeeze=False)
+    norm = LogNorm(vmin=low, vmax=max(high, low * 10))  # one scale for every panel
+    for ax, matrix, title in zip(axes[0], m, titles):
+        shown = np.ma.masked_where(matrix <= 0, matrix)  # zero change: white
+        ax.imshow(shown, cmap="magma_r", norm=norm, interpolation="nearest")
+        ax.plot([-0.5, T - 0.5], [-0.5, T - 0.5], color="tab:blue", linewidth=1)
+        ax.set(title=title, xticks=range(T), yticks=range(T), xlabel="token changed (j)", ylabel="output (i)")
+        ax.set_xticklabels(labels, rotation=90 if max(map(len, labels)) > 2 else 0)
+        ax.set_yticklabels(labels)
+    fig.colorbar(
+        ScalarMappable(norm=norm, cmap="magma_r"), ax=axes, shrink=0.8, label="largest change of output i (log scale)"
+    )
+    if suptitle:
+        fig.suptitle(suptitle)
+    plt.close(fig)
+    return fig
+
+
 def attention_chart(
     weights: Matrix, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
     *, title: str = "", head_names: Sequence[str] | None = None, cell: int = 22,
@@ -209,6 +246,7 @@ def attention_chart(
     keys = _labels(keys, T_k, "key")
     queries = keys if queries is None and T_q == T_k else _labels(queries, T_q, "query")
     names = _labels(head_names, n, "head") if head_names is not None else [f"head {i}" for i in range(n)]
+    angle = 0 if max(map(len, keys)) <= 2 else -90  # longer labels written across would run into each other
     h, q, k = np.meshgrid(np.arange(n), np.arange(T_q), np.arange(T_k), indexing="ij")
     # Indices and weights only (rounded: smaller notebooks, stable outputs); the labels are looked up from one
     # inlined array each, and positions, not token strings, index the axes (tokens repeat).
@@ -218,7 +256,7 @@ def attention_chart(
     chart = alt.Chart(data, title=title).transform_calculate(
         **{field: f"{json.dumps(labels)}[datum.{index}]" for field, (labels, index) in lookup.items()}
     ).mark_rect(stroke="white", strokeWidth=0.5).encode(
-        x=alt.X("k:O", title="key (attended to)", axis=alt.Axis(labelExpr=f"{json.dumps(keys)}[datum.value]", labelAngle=0)),
+        x=alt.X("k:O", title="key (attended to)", axis=alt.Axis(labelExpr=f"{json.dumps(keys)}[datum.value]", labelAngle=angle)),
         y=alt.Y("q:O", title="query (attending)", axis=alt.Axis(labelExpr=f"{json.dumps(queries)}[datum.value]")),
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, round(float(w.max()), 3) or 1.0])),
         opacity=alt.condition(row, alt.value(1.0), alt.value(0.35)),  # the other rows fade while one is hovered
