@@ -112,3 +112,25 @@ def test_a_figure_only_an_uncompared_cell_prints_must_be_given_as_this_runs():
         assert audit.unsupported_numbers("00", [trained, markdown(hedged)]) == []
     compared = code("print(accuracy)", "held-out accuracy 99.15%")  # a figure every processor prints alike
     assert audit.unsupported_numbers("00", [compared, fixed]) == []
+
+
+def test_a_comparison_from_one_training_run_must_show_its_spread_or_say_so():
+    trains = code("h = train(model, batches, loss_fn, config)")
+    claim = markdown("The wide scale learns more slowly than the narrow one.")
+    assert [f.kind for f in audit.comparisons_without_spread("00", [markdown("## 1. A"), trains, claim])] == [
+        "a comparison from one training run, without spread or 'this run'"
+    ]
+    scoped = markdown("In this run the wide scale learns more slowly than the narrow one.")
+    seeds = code("for seed in SEEDS:\n    h = train(model, batches, loss_fn, config)")
+    assert audit.comparisons_without_spread("00", [markdown("## 1. A"), trains, scoped]) == []
+    assert audit.comparisons_without_spread("00", [markdown("## 1. A"), seeds, claim]) == []
+    assert audit.comparisons_without_spread("00", [markdown("## 1. A"), code("x = 1"), claim]) == []
+
+
+def test_a_speed_claim_beside_printed_timings_must_be_asserted():
+    timed = code("t0, t1 = time_both()\nprint(t0, t1)", printed="1.25 s without, 0.31 s with")
+    claim = markdown("The cache is faster.")
+    assert len(audit.unchecked_speed_claims("00", [timed, claim])) == 1
+    asserted = code("t0, t1 = time_both()\nprint(t0, t1)\nassert t1 < t0, 'the cached time'", printed="1.25 s, 0.31 s")
+    assert audit.unchecked_speed_claims("00", [asserted, claim]) == []
+    assert audit.unchecked_speed_claims("00", [code("x = 1", printed="no timing here"), claim]) == []

@@ -14,6 +14,11 @@
 5. No forward references: each public name of ``course_utils`` belongs to the chapter that teaches it
    (TAUGHT_IN); a notebook that imports a name from a later chapter must mark it as a preview, in a Markdown
    line that starts ``> **Preview**`` and names it in backticks, with what it does.
+6. A comparison from training ("beats", "learns more slowly", "a far lower loss") shows its uncertainty: the code
+   of its section trains over several seeds or draws an interval, or the sentence gives it as one run's ("in this
+   run").
+7. A speed claim ("faster", "less time", "speed-up") beside a cell that prints a timing is asserted: nbval masks
+   timings (and may not compare the cell at all), so only an ``assert`` on the times keeps the claim checked.
 """
 
 from __future__ import annotations
@@ -32,7 +37,13 @@ NOTEBOOKS = ROOT / "notebooks"
 ALLOWED = {
     "27.3",  # BLEU of the paper's big model, English-German (Table 2)
     "28.4",
-    "41.8",  # ... and English-French
+    "41.8",
+    "37,000",  # the paper's vocabulary (about 37,000 tokens), batches (about 25,000 tokens) and steps (100,000)
+    "25,000",
+    "100,000",
+    "35.41",  # published Multi30k figures chapter 08 compares with: the Deep Graph Library's example ...
+    "36.45",
+    "36.52",  # ... and Ben Trevett's pytorch-seq2seq notebook 6  # ... and English-French
     "1,050,624",
 }
 
@@ -86,7 +97,7 @@ TAUGHT_IN = {
         "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu", "bleu_difference", "pad_batch",
     ],
     "09": [
-        "ProbeReport", "causality_probe", "equality_probe", "padding_probe", "position_probe", "batch_probe",
+        "ProbeReport", "causality_probe", "dependency_heatmap", "equality_probe", "padding_probe", "position_probe", "batch_probe",
         "output_probe",
     ],
 }  # fmt: skip
@@ -245,10 +256,78 @@ def forward_references(name: str, cells: list[dict]) -> list[Finding]:
     ]
 
 
+HEADING = re.compile(r"^#{1,3} ", re.MULTILINE)
+TRAINS = re.compile(r"\b(?:train|fit|train_translator)\(")
+SPREAD = re.compile(r"\bSEEDS\b|\bfor seed in\b|bootstrap|bleu_difference|\binterval\b", re.IGNORECASE)
+COMPARISON = re.compile(
+    r"\b(?:beats?|outperforms?|(?:better|worse|faster|slower) than|learns? (?:more slowly|faster)|"
+    r"(?:far|much|several times) (?:higher|lower|better|worse)|(?:higher|lower) loss|scores? (?:higher|lower))\b",
+    re.IGNORECASE,
+)
+SPEED = re.compile(r"\b(?:faster|slower|less time|speed-?up|quicker)\b", re.IGNORECASE)
+TIMING = re.compile(r"\d+\.\d+ ?m?s\b")
+TIMING_ASSERT = re.compile(r"^\s*assert\b.*(?:second|timing|time|speed)", re.IGNORECASE | re.MULTILINE)
+
+
+def _prose(cell: dict) -> str:
+    """A Markdown cell's sentences: no tables, no math, links reduced to their text, no emphasis marks."""
+    lines = [line for line in _source(cell).split("\n") if not line.lstrip().startswith("|")]
+    return LINK.sub("]", MATH.sub(" ", "\n".join(lines))).replace("*", "")
+
+
+def _section_code(cells: list[dict], i: int) -> str:
+    """The code of the section (between two headings) that holds cell i."""
+    start, end = i, i + 1
+    while start > 0 and not (cells[start]["cell_type"] == "markdown" and HEADING.search(_source(cells[start]))):
+        start -= 1
+    while end < len(cells) and not (cells[end]["cell_type"] == "markdown" and HEADING.search(_source(cells[end]))):
+        end += 1
+    return "\n".join(_source(c) for c in cells[start:end] if c["cell_type"] == "code")
+
+
+def comparisons_without_spread(name: str, cells: list[dict]) -> list[Finding]:
+    findings = []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown":
+            continue
+        code = _section_code(cells, i)
+        if not TRAINS.search(code) or SPREAD.search(code):
+            continue
+        text = _prose(cell)
+        for match in COMPARISON.finditer(text):
+            sentence = _sentence(text, match.start()).strip()
+            if not THIS_RUN.search(sentence) and not sentence.endswith("?"):
+                findings.append(Finding(name, i, "a comparison from one training run, without spread or 'this run'",
+                                        sentence[:120]))  # fmt: skip
+    return findings
+
+
+def unchecked_speed_claims(name: str, cells: list[dict]) -> list[Finding]:
+    code = [j for j, c in enumerate(cells) if c["cell_type"] == "code"]
+    findings = []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown":
+            continue
+        beside = [j for j in code if j < i][-1:] + [j for j in code if j > i][:1]  # the code cells either side
+        timed = [j for j in beside if TIMING.search(_output_text(cells[j]))]
+        if not timed or any(TIMING_ASSERT.search(_source(cells[j])) for j in timed):
+            continue
+        text = _prose(cell)
+        findings += [
+            Finding(name, i, "a speed claim beside printed timings that no assert checks",
+                    _sentence(text, m.start()).strip()[:120])
+            for m in SPEED.finditer(text)
+        ]  # fmt: skip
+    return findings
+
+
 def audit(path: Path) -> list[Finding]:
     cells = json.loads(path.read_text())["cells"]
     name = path.stem
-    checks = (headings_in_code, section_order, unsupported_numbers, forward_references)
+    checks = (
+        headings_in_code, section_order, unsupported_numbers, forward_references, comparisons_without_spread,
+        unchecked_speed_claims,
+    )  # fmt: skip
     return [finding for check in checks for finding in check(name, cells)]
 
 

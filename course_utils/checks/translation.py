@@ -57,7 +57,16 @@ def check_beam_step(fn: Callable[..., Any]) -> Verdict:
         cases.append(("later (K live hypotheses)", -torch.rand(B, K, generator=g).mul(5).sort(-1, descending=True)[0]))
         for when, scores in cases:
             log_probs = torch.randn(B * K, V, generator=g).log_softmax(-1)  # (B*K, V)
-            new_scores, parent, token = _unpack(call(fn, scores.clone(), log_probs.clone()), B, K)
+            try:
+                result = call(fn, scores.clone(), log_probs.clone())
+            except NotYet as e:
+                if "must match the size of tensor" in str(e):  # scores (B, K) added to log_probs (B*K, V) as they are
+                    raise NotYet(
+                        f"{e}. scores is (B, K) and log_probs (B*K, V): they do not broadcast; give each row "
+                        "of log_probs its hypothesis's score with scores.reshape(B * K, 1) + log_probs"
+                    ) from None
+                raise
+            new_scores, parent, token = _unpack(result, B, K)
             expected_scores, expected_parent, expected_token = _beam_step(scores, log_probs)
             by_token_alone = log_probs.view(B, K * V).topk(K, dim=-1).values
             name_mistake(new_scores, expected_scores, [(by_token_alone, "the hypotheses are ranked by the new "
@@ -184,6 +193,7 @@ _SENTENCES = [
     ("a man in a blue shirt is riding a bike .", "a man in a blue shirt rides a bike down the street ."),
     ("two dogs play", "two dogs are playing in the snow ."),
     ("a a a b a a", "a a b a"),
+    ("dogs", "two dogs play ."),  # shorter than n for n > 1: no n-grams, never a negative count
 ]
 
 
@@ -220,7 +230,7 @@ def check_ngram_matches(fn: Callable[..., Any]) -> Verdict:
                                  "hypothesis's n-grams (the brevity penalty handles length)")  # fmt: skip
                 if got[0] == sum((hc & rc).values()) and got[1] != expected[1]:
                     raise NotYet(f"{where}. The matches are right; total should be the number of n-grams in the "
-                                 "hypothesis, len(hypothesis) - n + 1")  # fmt: skip
+                                 "hypothesis, len(hypothesis) - n + 1, and never below 0 (a hypothesis shorter than n has none)")  # fmt: skip
                 if got != expected:
                     raise NotYet(where)
         return "clipped n-gram matches are right, equal to sacreBLEU's counts for n = 1 ... 4."

@@ -449,7 +449,7 @@ attention_chart(weights, tokens, title="Hand-built attention (hover a cell)")
 # ## 8. The cost: $O(T^2)$
 #
 # The weight matrix has one entry per (query, key) pair: $T^2$ numbers per head. Doubling the sequence
-# length therefore exactly quadruples the memory of the weights, and roughly quadruples the time: the two
+# length therefore exactly quadruples the memory of the weights, and multiplies the time by about four or more: the two
 # matrix products, $QK^\top$ and the weights times $V$, each cost $T^2 d_k$ multiply-adds per head, but
 # other costs and the machine's caches blur the ratio. We time one attention call with $h = 4$ heads for
 # growing $T$, keeping the best of 5 runs (timings vary from machine to machine and from run to run; look

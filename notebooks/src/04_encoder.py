@@ -457,7 +457,8 @@ loss_curve(
 )  # fmt: skip
 
 # %% [markdown]
-# Read the table and the curves: answer (b). All three runs start near $\ln 10$. With this learning rate and no warm-up,
+# Read the table and the curves: answer (b), in this run (one seed for each stack). All three runs start near
+# $\ln 10$. With this learning rate and no warm-up,
 # the post-norm stack collapses to $\ln 10$ within a few steps and stays there to the end (the step is printed
 # above; its curve lies on the dashed line). A loss of $\ln 10$ means it gives every digit a probability of
 # about 1/10 whatever the input: it puts about one digit in ten in the right place and sorts no sequence. The

@@ -435,9 +435,9 @@ attention_grid(weights, letters, rows, suptitle="Cross-attention of the reverser
 # look; it found the alignment.
 #
 # The two heads are not equally sharp. The sharper one (named above) puts most of each row's weight on
-# one letter. The other is blurrier: its mean weight on the mirrored letter is lower, and some rows spread
-# their weight over the mirrored letter and its neighbours (compare the two heads' most-attended letters and
-# mean weights printed above).
+# one letter. The other is blurrier: its mean weight on the mirrored letter is lower (both printed above), though
+# its most-attended letter is mostly the mirrored one too; the rest of its weight spreads to other letters (the
+# figure shows where).
 #
 # There are 9 rows for 8 columns. The last row reads `a` and must write `<eos>`: there is no letter left to
 # fetch (every string has 8 letters, so the position alone says the string is over), and its weights need

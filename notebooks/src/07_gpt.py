@@ -565,9 +565,10 @@ attention_grid(first, labels, titles=[f"layer 1, head {h}" for h in range(n_head
 # %% [markdown]
 # Layer 1 has a **previous-character head** (head 1 in the run shown; the cell asserts that one exists): in
 # almost every row its largest weight lies just left of the diagonal, on the character before the query (1 back
-# in the table). Another head looks mostly two characters back, a second diagonal one step further left. The
-# other heads spread their weight over several earlier characters, and their strongest weights often fall on
-# punctuation. Together they tell each position what the last characters were, which is what spelling needs.
+# in the table). In the run shown, another head looks mostly two characters back, a second diagonal one step
+# further left, and the other heads spread their weight over several earlier characters, their strongest weights
+# often on punctuation (read from the figure; the shipped weights draw the same figure everywhere, but only the
+# previous-character head is asserted). Together they tell each position what the last characters were, which is what spelling needs.
 #
 # Explore the heads of the last layer interactively (pick a head; hover a cell for its weight):
 
@@ -580,8 +581,8 @@ attention_chart(last, labels, head_names=names, title=f"Self-attention of layer 
 # The last layer looks different. Some of its heads put nearly all of each row's weight on one and the same
 # early character, whatever the row's own character: a letter of the name, the colon or the newline after it.
 # In the table, these are the heads whose favourite key holds half of the rows or more (the cell asserts that
-# the last layer has one); the rows above that character cannot see it and attend elsewhere. Layer 2 has heads
-# of this kind too; the other heads mix recent characters with such fixed positions. A common reading of the
+# the last layer has one); the rows above that character cannot see it and attend elsewhere. In the run shown,
+# layer 2 has heads of this kind too, and the other heads mix recent characters with such fixed positions. A common reading of the
 # pattern: a head that has nothing useful to fetch for a query must still put its weights somewhere (they sum
 # to 1), and parking them on one fixed position acts as "do nothing". Large language models show the same habit, called an *attention
 # sink* (Xiao et al., 2023, *Efficient Streaming Language Models with Attention Sinks*), usually on the very
@@ -684,14 +685,16 @@ def step_ms(model, T, repeats=5):
 
 step_ms(long_model, 16)  # warm-up
 print("context T | one step without cache | with cache | speed-up | cache memory")
-cache_bytes = {}
+cache_bytes, speed_up = {}, {}
 for T in (16, 64, 256, 1024):
     without, with_cache, caches = step_ms(long_model, T)
+    speed_up[T] = without / with_cache
     cache_bytes[T] = sum(t.numel() * t.element_size() for cache in caches for t in (cache.keys, cache.values))
     print(f"{T:9d} | {without:19.2f} ms | {with_cache:7.2f} ms | {without / with_cache:7.1f}x | "
           f"{cache_bytes[T] / 1024:7.0f} KiB")  # fmt: skip
     bytes_per_number = next(long_model.parameters()).element_size()
     assert cache_bytes[T] == 2 * model_config.n_layers * 1 * model_config.d_model * T * bytes_per_number
+assert speed_up[16] < speed_up[1024] < 1024, "the speed-up timing should grow with T, far below T"
 gpu = SHAKESPEARE_GPT_GPU.model
 gpu_per_position = 2 * gpu.n_layers * gpu.d_model * 4  # bytes, in float32
 per_position = cache_bytes[1024] / 1024  # bytes per cached position (T = 1024)
@@ -704,11 +707,12 @@ print(f"per position: {per_position / 1024:.0f} KiB for this model's sizes; {gpu
 # - Without the cache, the step time grows with $T$: the step computes all $T$ positions. With the cache it
 #   grows far more slowly: its one new query still reads all $T$ cached keys and values (and appending to a
 #   cache copies it), but at these sizes that reading costs little next to the step's fixed costs.
-# - So the speed-up grows with $T$, but stays far below $T$, the ratio of the arithmetic. A cached step does
+# - So the speed-up grows with $T$, but stays far below $T$, the ratio of the arithmetic (both asserted, from $T$ =
+#   16 to 1024). A cached step does
 #   little arithmetic (at the CPU recipe's sizes, about $3 \times 12 \times 128^2$, some 0.6 million
 #   multiply-adds, plus attention), and its time is mostly fixed per-step costs that the uncached step pays
 #   too: Python, and launching many small operations in each layer. In a wider model the arithmetic weighs
-#   more, and the speed-up should come closer to $T$. The full-window generation timed above gains less than
+#   more, and we expect (this chapter does not measure it) the speed-up to come closer to $T$. The full-window generation timed above gains less than
 #   the table's last rows: its contexts run from 1 to 64 characters, and every step also samples a character,
 #   which costs the same either way.
 # - The cache's memory grows linearly with $T$ (the cell asserts the formula): $2 \times 3 \times 128$ numbers
