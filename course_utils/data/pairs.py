@@ -37,7 +37,7 @@ def random_batches(*tensors: Tensor, batch_size: int, seed: int = 0) -> Iterator
         )
     generator = torch.Generator().manual_seed(seed)
     while True:
-        order = torch.randperm(n, generator=generator)
+        order = torch.randperm(n, generator=generator, device="cpu")  # a CPU generator; indexes any device
         for start in range(0, n - batch_size + 1, batch_size):
             idx = order[start : start + batch_size]
             yield tuple(t[idx] for t in tensors)

@@ -109,8 +109,8 @@ def random_windows(data: Tensor, block_size: int, batch_size: int, seed: int = 0
     if len(data) <= block_size:
         raise ValueError(f"the data ({len(data)} tokens) must be longer than block_size={block_size}")
     generator = torch.Generator().manual_seed(seed)
-    offsets = torch.arange(block_size + 1)
-    while True:
-        starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    offsets = torch.arange(block_size + 1, device=data.device)
+    while True:  # a CPU generator draws the starts; the windows are cut where the data lives
+        starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator, device="cpu").to(data.device)
         windows = data[starts[:, None] + offsets]  # (B, T + 1)
         yield windows[:, :-1], windows[:, 1:]

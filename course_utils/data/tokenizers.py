@@ -144,8 +144,10 @@ class CharTokenizer(SpecialTokens):
         return ["␣" if self.itos[i] == " " else self.itos[i] for i in ids]
 
     def encode_batch(self, texts: Sequence[str], bos: bool = False, eos: bool = False) -> Tensor:
-        """LongTensor ``(B, T_max)``, each row padded with ``<pad>`` on the right."""
+        """LongTensor ``(B, T_max)`` on the CPU (move it with ``.to(device)``), each row padded with ``<pad>`` on the
+        right."""
         rows = [self.encode(t, bos, eos) for t in texts]
         width = max(map(len, rows), default=0)
         pad = self.pad_id if self.specials else 0
-        return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long).view(len(rows), width)
+        ids = [row + [pad] * (width - len(row)) for row in rows]
+        return torch.tensor(ids, dtype=torch.long, device="cpu").view(len(rows), width)

@@ -186,10 +186,10 @@ def _dependence(fn: Callable[..., Any], tokens: Tensor, base: Tensor, allowed: T
     another id of ``allowed``."""
     B, T = tokens.shape
     generator = torch.Generator().manual_seed(seed)
-    matrix = torch.zeros(T, T)
+    matrix = torch.zeros(T, T, device="cpu")  # filled from .cpu() copies: plotted, printed
     for j in [*range(1, T), 0]:  # token 0 last: the ids drawn for the others do not depend on it
         changed = tokens.clone()
-        pick = allowed[torch.randint(len(allowed), (B,), generator=generator).to(tokens.device)]
+        pick = allowed[torch.randint(len(allowed), (B,), generator=generator, device="cpu").to(tokens.device)]
         same = pick == tokens[:, j]
         pick[same] = allowed[(torch.searchsorted(allowed, pick[same]) + 1) % len(allowed)]  # always a different id
         changed[:, j] = pick
@@ -276,10 +276,10 @@ def _as_output(value: Any) -> tuple[Tensor, Tensor | None]:
         if not isinstance(first, Tensor):
             raise TypeError("expected a tuple starting with a tensor, as attention's (output, weights)")
         weights = items[1] if len(items) > 1 and isinstance(items[1], Tensor) else None
-        return first.detach().float(), None if weights is None else weights.detach().float()
+        return first.detach().float().cpu(), None if weights is None else weights.detach().float().cpu()
     if not isinstance(value, Tensor):
         raise TypeError(f"expected a tensor or a tuple starting with one; got {type(value).__name__}")
-    return value.detach().float(), None
+    return value.detach().float().cpu(), None  # compared on the CPU: ours and the reference may live apart
 
 
 def _evaluate(model: Callable[..., Any] | Tensor, inputs: tuple[Any, ...]) -> tuple[Tensor, Tensor | None]:
@@ -296,11 +296,12 @@ def _table_hint(ours: Tensor, reference: Tensor) -> str | None:
     d = ours.size(1)
     close = lambda a, b: torch.allclose(a, b, atol=1e-4)  # noqa: E731
     half = d // 2
-    sines_first = close(ours[0, :half], torch.zeros(half)) and close(ours[0, half:], torch.ones(d - half))
-    interleaved = close(reference[0, 0::2], torch.zeros(half)) and close(reference[0, 1::2], torch.ones(d - half))
+    zeros, ones = torch.zeros(half, device=ours.device), torch.ones(d - half, device=ours.device)
+    sines_first = close(ours[0, :half], zeros) and close(ours[0, half:], ones)
+    interleaved = close(reference[0, 0::2], zeros) and close(reference[0, 1::2], ones)
     if d % 2 == 0 and sines_first and interleaved:  # position 0: sin 0 = 0, cos 0 = 1
         return "sin_cos_layout"
-    cols = torch.arange(2, (d - 1) // 2 + 1, 2)  # even columns c whose double 2c is still a column
+    cols = torch.arange(2, (d - 1) // 2 + 1, 2, device=ours.device)  # even columns c whose double 2c is still a column
     if len(cols) and close(ours[:, cols], reference[:, 2 * cols]):
         return "2i_twice"  # our column c is the reference's column 2c: every wavelength stretched
     return None
@@ -328,7 +329,7 @@ def _non_finite_report(out: Tensor, ref: Tensor) -> ProbeReport | None:
 def _where(gap: Tensor, ref: Tensor, diff: float) -> str:
     """Where the largest difference ``gap`` (``|ours - reference|``) is, and the reference's value there."""
     flat = int(torch.nan_to_num(gap, nan=math.inf).flatten().argmax())
-    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), gap.shape))
+    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat, device=gap.device), gap.shape))
     return f"largest difference {diff:.3g} at index {where} (reference value there {float(ref[where]):.4g})"
 
 
@@ -562,9 +563,9 @@ def padding_probe(
 
 def _derangement(n: int, generator: torch.Generator) -> Tensor:
     """A random permutation of range(n) that moves every position (n >= 2)."""
-    perm = torch.randperm(n, generator=generator)
-    while bool((perm == torch.arange(n)).any()):
-        perm = torch.randperm(n, generator=generator)
+    perm = torch.randperm(n, generator=generator, device="cpu")  # the generator is a CPU one
+    while bool((perm == torch.arange(n, device="cpu")).any()):
+        perm = torch.randperm(n, generator=generator, device="cpu")
     return perm
 
 
@@ -603,7 +604,7 @@ def position_probe(
     _check_per_position(base, tokens)
     tol = _tolerance(base, atol)
     k = max(2, T // 2)  # positions [0, k) shuffled, positions [k, T) watched
-    order = torch.cat([_derangement(k, generator), torch.arange(k, T)]).to(tokens.device)
+    order = torch.cat([_derangement(k, generator), torch.arange(k, T, device="cpu")]).to(tokens.device)
     others = torch.cat([tokens.roll(1, dims=0)[:, :k], tokens[:, k:]], 1)  # another sequence's first half
     mixes = float((_run(fn, others)[:, k:] - base[:, k:]).norm()) > tol * math.sqrt(base[:, k:].numel())
     if mixes:  # later outputs read earlier tokens: shuffle those, watch the later outputs
