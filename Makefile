@@ -9,6 +9,10 @@
 #   make test-colab re-execute every notebook with the library versions Google Colab ships (.venv-colab), on
 #                   other CPU kernels than the committed outputs were made with (ATEN_CPU_CAPABILITY=default)
 #   make check-browser  open every notebook offline in headless Chromium: every image and chart must appear
+#   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py)
+#   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
+#   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
+#                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -37,7 +41,7 @@ pytest_parallel = $(if $(filter 1,$(JOBS)),$(1)/bin/python -m pytest,OMP_NUM_THR
 # PyTorch's kernels without vector instructions round otherwise than those a CI machine picks for itself.
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default
 
-.PHONY: install lab quick test test-colab check-browser lint unit nbval outputs notebooks benchmark checkpoints constraints clean
+.PHONY: install lab quick test test-colab check-browser gpu-dry-run gpu-wheels gpu-check lint unit nbval outputs notebooks benchmark checkpoints constraints clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
@@ -88,6 +92,20 @@ $(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.
 
 test-colab: $(COLAB_VENV)/.installed
 	$(CPU_ONLY) $(OTHER_KERNELS) $(call pytest_parallel,$(COLAB_VENV)) notebooks $(NBVAL) -q
+
+gpu-dry-run: install
+	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py
+
+gpu-wheels:
+	tools/gpu_wheels.sh
+
+# The GPU machine's own Python (which has PyTorch with CUDA), no .venv: the wheels of `make gpu-wheels`, if carried
+# along in .whl/, go into a folder of their own first.
+GPU_SITE := /tmp/course-site
+gpu-check:
+	@$(PYTHON) tools/gpu_check.py --preflight
+	@if [ -d .whl ]; then $(PYTHON) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $(GPU_SITE) .whl/*.whl; fi
+	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(PYTHON) tools/gpu_check.py $(if $(PARTS),--parts $(PARTS))
 
 # Needs Chromium (Debian/Ubuntu: apt-get install chromium). Screenshots land in build/browser-check/.
 check-browser: install

@@ -105,7 +105,7 @@ from .training import (
     train_translator,
     translate,
 )
-from .utils import count_parameters, get_device, set_seed, synchronize
+from .utils import count_parameters, get_device, gpu_branch, set_seed, synchronize
 
 __version__ = "0.2.0"
 
@@ -154,6 +154,7 @@ __all__ = [
     "evaluation_curve",
     "exact_match",
     "get_device",
+    "gpu_branch",
     "greedy_decode",
     "learn_bpe",
     "learn_bpe_fast",

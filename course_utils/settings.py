@@ -47,4 +47,9 @@ DATA_DIR = Setting(
 DATA_MIRROR = Setting(
     "COURSE_DATA_MIRROR", "a folder", "offline copies of the data files, used (after their checksum) before downloading"
 )
-SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR)
+GPU_DRY_RUN = Setting(
+    "COURSE_GPU_DRY_RUN",
+    "1",
+    "the CPU takes the notebooks' GPU code paths (the GPU recipes, bfloat16 autocast), 3 training steps each",
+)
+SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR, GPU_DRY_RUN)

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .settings import DEVICE
+from .settings import DEVICE, GPU_DRY_RUN
 
-__all__ = ["count_parameters", "eval_mode", "get_device", "in_mode", "set_seed", "synchronize"]
+__all__ = ["count_parameters", "eval_mode", "get_device", "gpu_branch", "in_mode", "set_seed", "synchronize"]
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -39,6 +39,13 @@ def get_device() -> torch.device:
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def gpu_branch(device: torch.device | str) -> bool:
+    """Whether a notebook takes its GPU branch (the larger recipe): on a CUDA device; or on any device when
+    ``COURSE_GPU_DRY_RUN=1``, where ``train`` then stops after a few steps (``make gpu-dry-run`` runs every
+    notebook so, to catch a GPU branch's bugs on a machine without a GPU)."""
+    return torch.device(device).type == "cuda" or GPU_DRY_RUN.is_on()
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:

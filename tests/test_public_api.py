@@ -20,7 +20,7 @@ EXPECTED = {
     "TrainConfig", "History", "train", "noam_lr", "lr_factor", "Recipe", "DATE_TRANSFORMER", "load_pretrained",
     # 07 the GPT
     "GPT", "GPTBlock", "GPTConfig", "KVCache", "estimate_loss", "load_tiny_shakespeare", "split_ids",
-    "random_windows", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "synchronize",
+    "random_windows", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "synchronize", "gpu_branch",
     # 08 translation
     "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
     "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu", "bleu_difference", "pad_batch",

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
-from ..settings import PROGRESS
+from ..settings import GPU_DRY_RUN, PROGRESS
 from ..utils import eval_mode, in_mode, synchronize
 
 __all__ = ["History", "TrainConfig", "lr_factor", "make_optimizer", "noam_lr", "train", "train_step"]
@@ -109,10 +109,20 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
     )
 
 
-@functools.cache
+DRY_RUN_STEPS = 3  # a GPU dry run trains this many steps: enough to pass every code path, too few to learn
+
+
 def _autocast_dtype(device: torch.device, amp: bool) -> torch.dtype | None:
-    """bfloat16 on GPUs that compute it natively (when ``amp``), else None: full precision."""
-    if amp and device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
+    """bfloat16 on GPUs that compute it natively (when ``amp``), else None: full precision. A GPU dry run
+    (``COURSE_GPU_DRY_RUN=1``) takes the bfloat16 path on the CPU too, so that it is exercised."""
+    if amp and device.type == "cpu" and GPU_DRY_RUN.is_on():
+        return torch.bfloat16
+    return _native_bf16(device) if amp else None
+
+
+@functools.cache
+def _native_bf16(device: torch.device) -> torch.dtype | None:
+    if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
         return torch.bfloat16
     return None
 
@@ -163,11 +173,12 @@ def train(
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
     optimizer = make_optimizer(model, config)
+    steps = min(config.steps, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else config.steps
     history, losses, shown, evaluating = History(), [], {}, 0.0
     # A widget in notebooks; COURSE_PROGRESS=text gives a plain-text bar, whose last line stays readable
     # in saved notebooks (the committed outputs are made that way).
     bar_type = text_tqdm if PROGRESS.value() == "text" else tqdm
-    bar = bar_type(range(config.steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout)
+    bar = bar_type(range(steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout)
     start = time.perf_counter()
     with in_mode(model, training=True):
         for step in bar:
@@ -179,7 +190,7 @@ def train(
             history.steps.append(step + 1)
             history.lr.append(lr)
             losses.append(loss)
-            last = step + 1 == config.steps
+            last = step + 1 == steps
             if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or last):
                 synchronize(device)
                 paused = time.perf_counter()

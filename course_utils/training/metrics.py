@@ -15,8 +15,10 @@ from torch import Tensor
 
 from ..data import CharTokenizer, encode_pairs, random_windows
 from ..model import GPT, Transformer, padding_mask
+from ..settings import GPU_DRY_RUN
 from ..utils import eval_mode
 from .decoding import greedy_decode
+from .loop import DRY_RUN_STEPS
 
 __all__ = ["BleuDifference", "bleu", "bleu_difference", "estimate_loss", "exact_match"]
 
@@ -127,8 +129,9 @@ def estimate_loss(
     """Mean loss of ``model`` over ``iters`` batches of random windows of each split. The windows are the
     same at every call (fixed ``seed``), so successive estimates are comparable."""
     device = next(model.parameters()).device
+    iters = min(iters, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else iters  # a dry run passes the code, measures nothing
     out = {}
-    with eval_mode(model):
+    with eval_mode(model), torch.no_grad():
         for name, data in splits.items():
             windows = random_windows(data, model.block_size, batch_size, seed=seed)
             losses = [model(*(t.to(device) for t in next(windows)))[1] for _ in range(iters)]

@@ -414,7 +414,8 @@ for name, (norm_first, warmup) in runs.items():
     config = dataclasses.replace(base_config, warmup_steps=warmup)
     histories[name] = train(sorters[name], batches, sort_loss, config, device=device, desc=name)
 lr = histories["post-norm, warm-up"].lr
-print(f"warm-up run's learning rate at steps 1, 12, 25, 100: {lr[0]:.4f}, {lr[11]:.4f}, {lr[24]:.4f}, {lr[99]:.4f}")
+shown = ", ".join(f"{lr[step - 1]:.4f}" for step in (1, 12, 25, 100) if step <= len(lr))
+print(f"warm-up run's learning rate at steps 1, 12, 25, 100: {shown}")
 
 # %% [markdown]
 # Now measure each sorter on 1,000 new sequences: the share of digits in the right place, and the share of

@@ -62,6 +62,7 @@ from course_utils import (
     estimate_loss,
     evaluation_curve,
     get_device,
+    gpu_branch,
     load_pretrained,
     load_tiny_shakespeare,
     random_windows,
@@ -219,6 +220,10 @@ print(textwrap.dedent(inspect.getsource(GPTBlock.forward)))
 #   model tolerates and which gets it further in a minute (`benchmarks/README.md` lists the rates tried);
 # - `grad_clip` and `amp` as in chapter 02 (`amp` runs the forward pass in bfloat16 on GPUs that support it and
 #   changes nothing on a CPU); no label smoothing (`label_smoothing=0.0`, chapter 06).
+#
+# Which recipe runs: `gpu_branch(device)` is true on a GPU, and the notebook then trains `SHAKESPEARE_GPT_GPU`. (It is
+# also true when the environment sets `COURSE_GPU_DRY_RUN=1`: then a CPU takes the GPU's code paths for 3 training
+# steps each, a test of that code on machines without a GPU, whose trained figures mean nothing.)
 
 # %%
 for name, r in (("SHAKESPEARE_GPT_CPU", SHAKESPEARE_GPT_CPU), ("SHAKESPEARE_GPT_GPU", SHAKESPEARE_GPT_GPU)):
@@ -229,7 +234,7 @@ for name, r in (("SHAKESPEARE_GPT_CPU", SHAKESPEARE_GPT_CPU), ("SHAKESPEARE_GPT_
     print("   ", r.training)
     print(f"    evaluate every {r.eval_every} steps, on {r.eval_batches} batches of each split")
 
-recipe = SHAKESPEARE_GPT_GPU if device.type == "cuda" and not SKIP_TRAINING else SHAKESPEARE_GPT_CPU
+recipe = SHAKESPEARE_GPT_GPU if gpu_branch(device) and not SKIP_TRAINING else SHAKESPEARE_GPT_CPU
 model_config, config = recipe.model, recipe.training
 print("this run uses", "SHAKESPEARE_GPT_GPU" if recipe == SHAKESPEARE_GPT_GPU else "SHAKESPEARE_GPT_CPU")
 set_seed(0)

@@ -1,0 +1,97 @@
+"""COURSE_GPU_DRY_RUN=1 makes the CPU take the notebooks' GPU code paths for a few steps (``make gpu-dry-run``)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils import GPT, TrainConfig, gpu_branch, random_windows, train
+from course_utils.training.loop import DRY_RUN_STEPS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import gpu_check
+import gpu_dry_run
+
+
+def test_the_gpu_branch_is_taken_on_a_gpu_or_in_a_dry_run(monkeypatch):
+    monkeypatch.delenv("COURSE_GPU_DRY_RUN", raising=False)
+    assert gpu_branch("cuda") and not gpu_branch("cpu")
+    monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
+    assert gpu_branch("cpu")
+
+
+def test_a_dry_run_trains_a_few_steps_under_bfloat16_autocast(monkeypatch):
+    monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
+    torch.manual_seed(0)
+    model = GPT(12, block_size=8, d_model=16, n_heads=2, n_layers=1)
+    seen = []
+
+    def loss_fn(m, x, y):
+        seen.append(torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        return m(x, y)[1]
+
+    data = torch.randint(0, 12, (200,))
+    config = TrainConfig(steps=500, batch_size=4, lr=1e-3, warmup_steps=10, schedule="cosine", label_smoothing=0.0)
+    history = train(model, random_windows(data, 8, 4), loss_fn, config, progress=False)
+    assert len(history.loss) == DRY_RUN_STEPS and all(seen)
+
+
+def test_a_normal_run_keeps_full_precision_on_the_cpu(monkeypatch):
+    monkeypatch.delenv("COURSE_GPU_DRY_RUN", raising=False)
+    torch.manual_seed(0)
+    model = GPT(12, block_size=8, d_model=16, n_heads=2, n_layers=1)
+    seen = []
+
+    def loss_fn(m, x, y):
+        seen.append(torch.is_autocast_enabled("cpu"))
+        return m(x, y)[1]
+
+    config = TrainConfig(steps=5, batch_size=4, lr=1e-3, warmup_steps=1, schedule="cosine", label_smoothing=0.0)
+    history = train(model, random_windows(torch.randint(0, 12, (200,)), 8, 4), loss_fn, config, progress=False)
+    assert len(history.loss) == 5 and not any(seen)
+
+
+def test_the_dry_run_reports_a_failed_check_and_goes_on():
+    softened = gpu_dry_run.soften("x = 1\nassert x == 2, 'x is not 2'\ny = x + 1")
+    namespace: dict = {}
+    exec(gpu_dry_run.PRELUDE + softened, namespace)  # would raise AssertionError unsoftened
+    assert namespace["y"] == 2
+    assert gpu_dry_run.soften("%timeit x = 1") == "%timeit x = 1"  # a magic is left alone
+
+
+# --- make gpu-check ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the check would run")
+def test_gpu_check_refuses_without_cuda_in_one_line():
+    done = subprocess.run(
+        [sys.executable, str(Path(gpu_check.__file__)), "--preflight"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and len(done.stdout.strip().splitlines()) == 1 and "CUDA" in done.stdout
+
+
+def test_the_gpu_report_renders_every_part_it_holds():
+    report = {
+        "environment": {"gpu": "NVIDIA H100", "capability": "9.0", "torch": "2.11", "cuda": "13.0", "python": "3.12"},
+        "notebooks": [{"notebook": "07_gpt", "seconds": 81.5, "errors": [], "figures": ["this run uses SHAKESPEARE_GPT_GPU"]}],
+        "translator": {"recipe": "MULTI30K_TRANSLATOR", "steps": 7000, "train_seconds": 300.0, "test_bleu_greedy": 38.1,
+                       "signature": "nrefs:1|case:mixed", "decode_seconds": 4.0},
+        "bench-gpt": {"eager": {"ms_per_step": {"ours": 30.0}}},
+    }  # fmt: skip
+    text = gpu_check.markdown(report)
+    assert "| 07_gpt | 81.5 | 0 | this run uses SHAKESPEARE_GPT_GPU |" in text
+    assert "test BLEU (greedy) 38.1" in text and "## bench-gpt" in text and "bench-transformer" not in text
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_end_to_end_at_toy_sizes_on_the_cpu(tmp_path):
+    """`--smoke` takes every step of the GPU check on the CPU (data, training, decoding, BLEU, a benchmark, the
+    report), so that a GPU session, rare and short, is not spent on a broken script."""
+    parts = ["--parts", "translator", "bench-transformer"]
+    command = [sys.executable, str(Path(gpu_check.__file__)), "--smoke", "--out", str(tmp_path), *parts]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = (tmp_path / "report.md").read_text()
+    assert "MULTI30K_QUICK: 5 steps" in report and "## bench-transformer" in report

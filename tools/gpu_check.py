@@ -1,0 +1,219 @@
+"""The GPU verification: `make gpu-check` on a machine with CUDA.
+
+Runs what only a GPU runs, times it, and writes one report, ``benchmarks/gpu/report.json`` and
+``benchmarks/gpu/report.md`` (commit both; the README's GPU row and benchmarks/README.md quote them):
+
+- ``notebooks``: every notebook's complete edition executed on the GPU, as a student's Colab runs it (07 trains
+  SHAKESPEARE_GPT_GPU there), each timed, with the errors and the key figures it printed;
+- ``translator``: chapter 08's full recipe, MULTI30K_TRANSLATOR, trained on the GPU, then its greedy test BLEU;
+- ``bench-gpt``: benchmarks/bench_gpt.py, the course's GPT against nanoGPT's model in the same loop, to
+  validation loss 1.47, compiled and not;
+- ``bench-transformer``: benchmarks/bench_transformer.py, the full model against nn.Transformer's layers.
+
+Each part may be run alone (``--parts``); the report keeps the parts already measured. Without CUDA the script
+refuses in one line. A GPU machine without a package registry gets the missing packages as wheels: ``make
+gpu-wheels`` (on a machine with internet) fills ``.whl/`` and copies the course's data into ``data/``; ``make
+gpu-check`` installs the wheels first.
+
+    python tools/gpu_check.py                              # every part
+    python tools/gpu_check.py --parts notebooks translator
+    python tools/gpu_check.py --smoke --out /tmp/smoke     # the script itself, on the CPU, at toy sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "benchmarks" / "gpu"
+PARTS = ("notebooks", "translator", "bench-gpt", "bench-transformer")
+# Printed lines worth keeping from each notebook: losses, accuracies, BLEU, which recipe ran.
+FIGURES = re.compile(r"validation loss|exact match|BLEU|this run uses|steps in|held-out", re.IGNORECASE)
+
+
+def environment(device: str) -> dict[str, Any]:
+    import torch
+
+    gpu = device == "cuda"
+    return {
+        "gpu": torch.cuda.get_device_name(0) if gpu else "none: a smoke test on the CPU",
+        "capability": ".".join(map(str, torch.cuda.get_device_capability(0))) if gpu else "-",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def notebooks(timeout: int, only: str = "") -> list[dict[str, Any]]:
+    import nbformat
+    from nbclient import NotebookClient
+
+    env = {**os.environ, "COURSE_PROGRESS": "text"}
+    for name in ("COURSE_DEVICE", "COURSE_SKIP_TRAINING", "COURSE_GPU_DRY_RUN", "CUDA_VISIBLE_DEVICES"):
+        env.pop(name, None)  # the GPU, training included, as in Colab
+    results = []
+    for path in sorted((ROOT / "notebooks").glob(f"{only}_*.ipynb" if only else "[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        client = NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+            resources={"metadata": {"path": str(path.parent)}},
+        )  # fmt: skip
+        start = time.perf_counter()
+        client.execute(env=env)
+        seconds = time.perf_counter() - start
+        errors, figures = [], []
+        for i, cell in enumerate(nb.cells):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    errors.append(f"cell {i}: {output['ename']}: {output['evalue']}"[:300])
+                elif output.get("output_type") == "stream":
+                    figures += [line.strip()[:200] for line in output["text"].splitlines() if FIGURES.search(line)]
+        results.append({"notebook": path.stem, "seconds": round(seconds, 1), "errors": errors, "figures": figures})
+        print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors", flush=True)
+    return results
+
+
+def translator(device: str, smoke: bool) -> dict[str, Any]:
+    import torch
+
+    from course_utils import (
+        MULTI30K_QUICK,
+        MULTI30K_TRANSLATOR,
+        BPETokenizer,
+        bleu,
+        load_multi30k,
+        load_pretrained,
+        train_translator,
+        translate,
+    )
+
+    tokenizer = BPETokenizer.from_dict(load_pretrained("multi30k_translator").tokenizer)  # the shipped vocabulary
+    train_pairs, val_pairs, test_pairs = (load_multi30k(split) for split in ("train", "val", "test"))
+    recipe, name = (MULTI30K_QUICK, "MULTI30K_QUICK") if smoke else (MULTI30K_TRANSLATOR, "MULTI30K_TRANSLATOR")
+    steps = 5 if smoke else recipe.training.steps
+    test_pairs = test_pairs[:50] if smoke else test_pairs
+    model, history = train_translator(recipe, tokenizer, train_pairs, val_pairs[:300], steps=steps, device=device)
+    start = time.perf_counter()
+    greedy = translate(model, tokenizer, [de for de, _ in test_pairs])
+    if device == "cuda":
+        torch.cuda.synchronize()
+    score, signature = bleu(greedy, [en for _, en in test_pairs])
+    return {
+        "recipe": name,
+        "steps": steps,
+        "train_seconds": round(history.seconds, 1),
+        "test_bleu_greedy": round(score, 2),
+        "decode_seconds": round(time.perf_counter() - start, 1),
+        "signature": signature,
+    }
+
+
+def benchmark(device: str, script: str, *args: str) -> dict[str, Any]:
+    """Run a benchmark script; its newest JSON result."""
+    results = ROOT / "benchmarks" / "results"
+    before = set(results.glob("*.json")) if results.exists() else set()
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--device", device, *args], check=True)
+    new = sorted(set(results.glob("*.json")) - before)
+    return json.loads(new[-1].read_text()) if new else {}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    env = report.get("environment", {})
+    lines = [
+        "# GPU check",
+        "",
+        f"{env.get('gpu', '?')} (compute capability {env.get('capability', '?')}), PyTorch {env.get('torch', '?')}, "
+        f"CUDA {env.get('cuda', '?')}, Python {env.get('python', '?')}, {env.get('date', '?')}. Written by "
+        "`make gpu-check` (tools/gpu_check.py); every figure below was measured by that run.",
+        "",
+    ]
+    if "notebooks" in report:
+        lines += [
+            "## Notebooks on the GPU",
+            "",
+            "| notebook | seconds | errors | figures printed |",
+            "| --- | --- | --- | --- |",
+        ]
+        for r in report["notebooks"]:
+            shown = "<br>".join(r["figures"][:6]).replace("|", "\\|")
+            lines.append(f"| {r['notebook']} | {r['seconds']} | {len(r['errors'])} | {shown} |")
+        lines.append("")
+    if "translator" in report:
+        t = report["translator"]
+        lines += [
+            "## Chapter 08's full recipe",
+            "",
+            f"{t['recipe']}: {t['steps']} steps in {t['train_seconds']} s; test BLEU (greedy) {t['test_bleu_greedy']} "
+            f"(`{t['signature']}`), decoded in {t['decode_seconds']} s.",
+            "",
+        ]
+    for part in ("bench-gpt", "bench-transformer"):
+        if part in report:
+            lines += [f"## {part}", "", "```json", json.dumps(report[part], indent=1)[:4000], "```", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds a notebook cell may take")
+    parser.add_argument("--out", type=Path, default=OUT, help="where report.json and report.md go")
+    parser.add_argument("--preflight", action="store_true", help="only check that this machine has CUDA")
+    parser.add_argument(
+        "--smoke", action="store_true",
+        help="test this script on the CPU at toy sizes (one notebook, a few steps); its figures mean nothing",
+    )  # fmt: skip
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print(f"make gpu-check needs PyTorch with CUDA, and {sys.executable} has no torch: set PYTHON to one that has")
+        return 2
+    if not torch.cuda.is_available() and not args.smoke:
+        print(
+            "make gpu-check needs a CUDA GPU, and torch.cuda.is_available() is False here: run it on a machine with one"
+        )
+        return 2
+    if args.preflight:
+        return 0
+    path = args.out / "report.json"
+    report = json.loads(path.read_text()) if path.exists() else {}
+    device = "cpu" if args.smoke else "cuda"
+    report["environment"] = environment(device)
+    gpt_args = (
+        ("--preset", "cpu", "--steps", "2", "--warmup", "1") if args.smoke else ("--preset", "gpu", "--to-loss", "1.47")
+    )
+    for part in args.parts:
+        print(f"--- {part}", flush=True)
+        if part == "notebooks":
+            report[part] = notebooks(args.timeout, only="01" if args.smoke else "")
+        elif part == "translator":
+            report[part] = translator(device, args.smoke)
+        elif part == "bench-gpt":
+            report[part] = {"eager": benchmark(device, "bench_gpt.py", *gpt_args)}
+            if not args.smoke:  # compiling takes minutes on a CPU
+                report[part]["compiled"] = benchmark(device, "bench_gpt.py", *gpt_args, "--compile")
+        elif part == "bench-transformer":
+            sizes = ("--preset", "dates", "--timing-steps", "2") if args.smoke else ("--preset", "base")
+            report[part] = benchmark(device, "bench_transformer.py", *sizes, "--skip-accuracy")
+        args.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=1))  # after each part: a later failure keeps what was measured
+        (args.out / "report.md").write_text(markdown(report))
+    errors = sum(len(r["errors"]) for r in report.get("notebooks", []))
+    print(f"report written to {path} and report.md; notebook errors: {errors}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

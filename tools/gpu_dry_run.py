@@ -1,0 +1,111 @@
+"""Run every notebook's GPU code paths on the CPU: `make gpu-dry-run`.
+
+The course's notebooks take another branch on a GPU (chapter 07 trains SHAKESPEARE_GPT_GPU, at its real size) and
+``train`` computes in bfloat16 there. A machine without a GPU never runs that code, so a typo, a shape or a tensor
+left on the wrong device there would first fail in a student's Colab. With ``COURSE_GPU_DRY_RUN=1`` the CPU takes
+those paths (``gpu_branch``), and ``train`` and ``estimate_loss`` stop after a few steps; this script executes each
+complete-edition notebook so, one kernel each.
+
+After 3 training steps nothing has been learned, so the notebooks' checks of trained figures fail. The script
+turns each ``assert`` into a check that reports and goes on (the cells after it still run, on what the cell
+computed), and counts those reports apart. Every error fails the run: that is what a GPU branch would raise. Lines that still run only on a real GPU: ``torch.cuda`` calls (``synchronize``), CUDA kernels, and
+``torch.cuda.is_bf16_supported``.
+
+    python tools/gpu_dry_run.py             # every notebook
+    python tools/gpu_dry_run.py 07 08       # some
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+ENVIRONMENT = {"COURSE_GPU_DRY_RUN": "1", "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "COURSE_PROGRESS": "text"}
+
+
+REPORT = "dry-run check failed:"
+PRELUDE = f"""def _dry_run_check(ok, message=""):
+    if not ok:
+        print({REPORT!r}, message)
+"""
+
+
+class _Asserts(ast.NodeTransformer):
+    """``assert test, message`` -> ``_dry_run_check(test, message)``: reported, not raised."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        call = ast.Call(ast.Name("_dry_run_check", ast.Load()), [node.test, *([node.msg] if node.msg else [])], [])
+        return ast.copy_location(ast.Expr(call), node)
+
+
+def soften(source: str) -> str:
+    """A cell's code with its asserts turned into reports (unchanged if it is not plain Python: a magic)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    if not any(isinstance(node, ast.Assert) for node in ast.walk(tree)):
+        return source
+    return ast.unparse(ast.fix_missing_locations(_Asserts().visit(tree)))
+
+
+def run(path: Path, timeout: int, keep: Path | None = None) -> tuple[list[str], list[str], float]:
+    """Execute one notebook in dry-run mode: (errors, failed checks of trained figures, seconds)."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = soften(cell.source)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(PRELUDE))
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    start = time.perf_counter()
+    try:
+        client.execute(env={**os.environ, **ENVIRONMENT})
+    except CellExecutionError as error:  # a timeout or a dead kernel: allow_errors does not cover those
+        return [f"{path.stem}: {error}".splitlines()[0]], [], time.perf_counter() - start
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, keep / path.name)
+    errors, expected = [], []
+    for i, cell in enumerate(nb.cells[1:]):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                errors.append(f"{path.stem} cell {i}: {output['ename']}: {output['evalue']}".splitlines()[0][:200])
+            elif output.get("output_type") == "stream":
+                expected += [f"{path.stem} cell {i}: {line}" for line in output["text"].splitlines() if REPORT in line]
+    return errors, expected, time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", help="notebook numbers (07) or names; default: all")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may take")
+    parser.add_argument("--keep", type=Path, help="a folder to write the executed notebooks to, to read them")
+    args = parser.parse_args()
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = [p for p in paths if not args.only or any(p.stem.startswith(o) for o in args.only)]
+    failures = 0
+    for path in paths:
+        errors, expected, seconds = run(path, args.timeout, args.keep)
+        print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors, {len(expected)} trained-figure checks failed "
+              "(expected after 3 steps)")  # fmt: skip
+        for line in errors:
+            print("   ERROR", line)
+        failures += len(errors)
+    print("GPU dry run:", "no errors" if not failures else f"{failures} errors")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
