@@ -21,7 +21,9 @@ done
 echo "$(ls .whl | wc -l) wheels in .whl/ ($(du -sh .whl | cut -f1))"
 mirror=${COURSE_DATA_MIRROR:-../shared/data}
 if [ -d "$mirror" ]; then
-    cp -r "$mirror"/. data/
+    for item in "$mirror"/*; do  # the data, not the mirror's own README (data/ has its own, tracked)
+        [ "$(basename "$item")" = README.md ] || cp -r "$item" data/
+    done
     echo "data copied from $mirror into data/"
 else
     echo "no data mirror at $mirror: the GPU machine will need data/ filled another way (it cannot download)"
