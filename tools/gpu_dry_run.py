@@ -8,11 +8,15 @@ complete-edition notebook so, one kernel each.
 
 After 3 training steps nothing has been learned, so the notebooks' checks of trained figures fail. The script
 turns each ``assert`` into a check that reports and goes on (the cells after it still run, on what the cell
-computed), and counts those reports apart. Every error fails the run: that is what a GPU branch would raise. Lines that still run only on a real GPU: ``torch.cuda`` calls (``synchronize``), CUDA kernels, and
-``torch.cuda.is_bf16_supported``.
+computed), and counts those reports apart. Every error fails the run: that is what a GPU branch would raise.
 
-    python tools/gpu_dry_run.py             # every notebook
-    python tools/gpu_dry_run.py 07 08       # some
+Then the benchmarks of ``make gpu-check`` run for one timed step on the CPU: the GPT at its GPU preset, compiled with
+``torch.compile`` as the GPU check compiles it, and the full model against ``nn.Transformer`` at chapter 06's sizes.
+Lines that still run only on a real GPU: ``torch.cuda`` calls (``synchronize``, ``is_bf16_supported``), CUDA
+kernels, and ``torch.compile``'s GPU code generation.
+
+    python tools/gpu_dry_run.py                      # every notebook, then the benchmarks
+    python tools/gpu_dry_run.py 07 08 --no-benchmarks
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +35,14 @@ from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+# The GPU check's benchmarks, one timed step each on the CPU: the GPT at its GPU preset, compiled as there; the full
+# model at chapter 06's sizes (the same code; the paper's sizes would take minutes on a CPU).
+GPT_RUN = "--device cpu --preset gpu --steps 1 --warmup 1 --compile"
+TRANSFORMER_RUN = "--device cpu --preset dates --timing-steps 1 --skip-accuracy"
+BENCHMARKS = [
+    ["benchmarks/bench_gpt.py", *GPT_RUN.split()],
+    ["benchmarks/bench_transformer.py", *TRANSFORMER_RUN.split()],
+]
 ENVIRONMENT = {"COURSE_GPU_DRY_RUN": "1", "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "COURSE_PROGRESS": "text"}
 
 
@@ -92,6 +105,7 @@ def main() -> int:
     parser.add_argument("only", nargs="*", help="notebook numbers (07) or names; default: all")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may take")
     parser.add_argument("--keep", type=Path, help="a folder to write the executed notebooks to, to read them")
+    parser.add_argument("--no-benchmarks", action="store_true", help="only the notebooks")
     args = parser.parse_args()
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     paths = [p for p in paths if not args.only or any(p.stem.startswith(o) for o in args.only)]
@@ -103,6 +117,13 @@ def main() -> int:
         for line in errors:
             print("   ERROR", line)
         failures += len(errors)
+    for command in [] if args.no_benchmarks else BENCHMARKS:
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True)
+        print(f"{' '.join(command)}: {time.perf_counter() - start:.0f} s, exit {done.returncode}")
+        if done.returncode:
+            print("   ERROR", (done.stderr or done.stdout).strip().splitlines()[-1][:300])
+            failures += 1
     print("GPU dry run:", "no errors" if not failures else f"{failures} errors")
     return 1 if failures else 0
 
