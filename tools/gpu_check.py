@@ -56,29 +56,16 @@ def environment(device: str) -> dict[str, Any]:
 
 
 def notebooks(timeout: int, only: str = "") -> list[dict[str, Any]]:
-    import nbformat
-    from nbclient import NotebookClient
+    import nbformat  # imported here: the preflight runs before `make gpu-check` installs the wheels
+    from gpu_dry_run import execute
 
     env = {**os.environ, "COURSE_PROGRESS": "text"}
     for name in ("COURSE_DEVICE", "COURSE_SKIP_TRAINING", "COURSE_GPU_DRY_RUN", "CUDA_VISIBLE_DEVICES"):
         env.pop(name, None)  # the GPU, training included, as in Colab
     results = []
     for path in sorted((ROOT / "notebooks").glob(f"{only}_*.ipynb" if only else "[0-9][0-9]_*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        client = NotebookClient(
-            nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-            resources={"metadata": {"path": str(path.parent)}},
-        )  # fmt: skip
-        start = time.perf_counter()
-        client.execute(env=env)
-        seconds = time.perf_counter() - start
-        errors, figures = [], []
-        for i, cell in enumerate(nb.cells):
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    errors.append(f"cell {i}: {output['ename']}: {output['evalue']}"[:300])
-                elif output.get("output_type") == "stream":
-                    figures += [line.strip()[:200] for line in output["text"].splitlines() if FIGURES.search(line)]
+        seconds, errors, lines = execute(nbformat.read(path, as_version=4), env, timeout)
+        figures = [line.strip()[:200] for _, line in lines if FIGURES.search(line)]
         results.append({"notebook": path.stem, "seconds": round(seconds, 1), "errors": errors, "figures": figures})
         print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors", flush=True)
     return results

@@ -72,32 +72,42 @@ def soften(source: str) -> str:
     return ast.unparse(ast.fix_missing_locations(_Asserts().visit(tree)))
 
 
+def execute(
+    nb: nbformat.NotebookNode, env: dict[str, str], timeout: int
+) -> tuple[float, list[str], list[tuple[int, str]]]:
+    """Run a notebook in a fresh kernel, going on after an error (as a student's Colab would not, but a check must):
+    (seconds, the errors, every line printed with its cell's index). Also used by tools/gpu_check.py."""
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    start = time.perf_counter()
+    try:
+        client.execute(env=env)
+    except CellExecutionError as error:  # a timeout or a dead kernel: allow_errors does not cover those
+        return time.perf_counter() - start, [str(error).splitlines()[0][:300]], []
+    errors, lines = [], []
+    for i, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                errors.append(f"cell {i}: {output['ename']}: {output['evalue']}".splitlines()[0][:300])
+            elif output.get("output_type") == "stream":
+                lines += [(i, line) for line in output["text"].splitlines()]
+    return time.perf_counter() - start, errors, lines
+
+
 def run(path: Path, timeout: int, keep: Path | None = None) -> tuple[list[str], list[str], float]:
     """Execute one notebook in dry-run mode: (errors, failed checks of trained figures, seconds)."""
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = soften(cell.source)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(PRELUDE))
-    client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(NOTEBOOKS)}}
-    )
-    start = time.perf_counter()
-    try:
-        client.execute(env={**os.environ, **ENVIRONMENT})
-    except CellExecutionError as error:  # a timeout or a dead kernel: allow_errors does not cover those
-        return [f"{path.stem}: {error}".splitlines()[0]], [], time.perf_counter() - start
+    nb.cells.insert(0, nbformat.v4.new_code_cell(PRELUDE))  # cell 0: the cells keep their numbers from 1
+    seconds, errors, lines = execute(nb, {**os.environ, **ENVIRONMENT}, timeout)
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, keep / path.name)
-    errors, expected = [], []
-    for i, cell in enumerate(nb.cells[1:]):
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                errors.append(f"{path.stem} cell {i}: {output['ename']}: {output['evalue']}".splitlines()[0][:200])
-            elif output.get("output_type") == "stream":
-                expected += [f"{path.stem} cell {i}: {line}" for line in output["text"].splitlines() if REPORT in line]
-    return errors, expected, time.perf_counter() - start
+    expected = [f"{path.stem} cell {i - 1}: {line}" for i, line in lines if REPORT in line]
+    return [f"{path.stem} {error}" for error in errors], expected, seconds
 
 
 def main() -> int:
