@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Generator
-from typing import TypeVar
+import weakref
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from .settings import DEVICE, GPU_DRY_RUN
 
-__all__ = ["count_parameters", "eval_mode", "get_device", "gpu_branch", "in_mode", "set_seed", "synchronize"]
+__all__ = [
+    "count_parameters",
+    "eval_mode",
+    "get_device",
+    "gpu_branch",
+    "in_mode",
+    "peak_memory",
+    "set_seed",
+    "synchronize",
+]
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -75,3 +87,57 @@ def synchronize(device: torch.device | str) -> None:
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+class _LiveTensors(TorchDispatchMode):
+    """Counts the bytes of the tensors PyTorch's operations create while active, and the most alive at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = self.peak = 0
+        self.holders: dict[int, int] = {}  # storage address -> how many tensors created here still use it
+
+    def _release(self, key: int, nbytes: int) -> None:
+        self.holders[key] -= 1
+        if self.holders[key] == 0:
+            del self.holders[key]
+            self.live -= nbytes
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, Tensor) and t.device.type == "cpu":
+                storage = t.untyped_storage()
+                key, nbytes = storage.data_ptr(), storage.nbytes()
+                if key not in self.holders:  # a new storage (a view of one counted already adds nothing)
+                    self.holders[key] = 0
+                    self.live += nbytes
+                    self.peak = max(self.peak, self.live)
+                self.holders[key] += 1
+                weakref.finalize(t, self._release, key, nbytes)
+        return out
+
+
+R = TypeVar("R")
+
+
+def peak_memory(fn: Callable[[], R], device: torch.device | str = "cpu") -> tuple[R, int]:
+    """``(fn(), bytes)``: the most memory ``fn`` held at once beyond what existed before it, in bytes.
+
+    On a GPU, CUDA's allocator says it (``torch.cuda.max_memory_allocated``, every allocation included). On the
+    CPU, PyTorch keeps no such record: every tensor an operation returns is counted from its creation until the
+    last Python reference to it goes; a fused kernel's own scratch space, which it frees before returning, is not
+    seen there.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        return result, torch.cuda.max_memory_allocated(device) - before
+    tracker = _LiveTensors()
+    with tracker:
+        result = fn()
+    return result, tracker.peak

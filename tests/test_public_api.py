@@ -27,6 +27,9 @@ EXPECTED = {
     # 09
     "ProbeReport", "causality_probe", "dependency_heatmap", "equality_probe", "padding_probe", "position_probe", "batch_probe",
     "output_probe",
+    # 10 GPT-2 and Llama
+    "from_hf", "from_hf_state", "GPT2_NAMES", "GPT2_PACKED", "LLAMA_NAMES", "CausalLM", "Llama", "LlamaConfig",
+    "RMSNorm", "SwiGLU", "apply_rotary", "expand_kv", "GroupedQueryAttention", "peak_memory",
     # every chapter
     "set_seed", "get_device", "count_parameters", "attention_heatmap", "attention_grid", "attention_chart",
     "positional_encoding_heatmap", "positional_waves", "positional_encoding_chart", "loss_curve",
@@ -49,6 +52,8 @@ GRADERS = {
     "check_beam_step", "check_bpe_segment", "check_ngram_matches",
     # 09
     "check_future_leak", "check_diagnosis",
+    # 10
+    "check_rotary_halves", "check_expand_kv", "check_gpt2_block_weights",
     # every chapter: predict, then run
     "check_prediction",
 }  # fmt: skip

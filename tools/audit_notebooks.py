@@ -100,6 +100,10 @@ TAUGHT_IN = {
         "ProbeReport", "causality_probe", "dependency_heatmap", "equality_probe", "padding_probe", "position_probe", "batch_probe",
         "output_probe",
     ],
+    "10": [
+        "from_hf", "from_hf_state", "GPT2_NAMES", "GPT2_PACKED", "LLAMA_NAMES", "CausalLM", "Llama", "LlamaConfig", "RMSNorm", "SwiGLU", "apply_rotary", "expand_kv",
+        "GroupedQueryAttention", "peak_memory",
+    ],
 }  # fmt: skip
 CHAPTER_OF = {name: chapter for chapter, names in TAUGHT_IN.items() for name in names}
 ATTRIBUTE = re.compile(r"\bcourse_utils\.(\w+)")

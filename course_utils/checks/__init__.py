@@ -7,7 +7,8 @@ is a classic one (a missing sqrt(d_k), 2i applied twice, unbiased variance), the
 One module per topic, in the order the chapters meet them:
 
 - ``attention`` (01-02), ``masks`` (01), ``positional`` (03), ``layers`` (04), ``seq2seq`` (05-06),
-  ``training`` (02, 06), ``generation`` and ``sampling`` (07), ``translation`` (08), ``bug_lab`` (09)
+  ``training`` (02, 06), ``generation`` and ``sampling`` (07), ``translation`` (08), ``bug_lab`` (09),
+  ``modern`` (10)
 - ``predictions``: the "predict, then run" questions of every chapter (``check_prediction``)
 - ``_core``: what every checker shares: ``call`` (runs the student's function, turning its errors into
   verdicts), ``same``/``differs``/``name_mistake`` (compare with the reference), ``verdict`` (prints and records)
@@ -40,6 +41,7 @@ from .masks import (
     check_padding_mask,
     check_sliding_window_mask,
 )
+from .modern import check_expand_kv, check_gpt2_block_weights, check_rotary_halves
 from .positional import check_alibi_bias, check_rotary_embedding, check_sinusoidal_encoding
 from .predictions import check_prediction
 from .sampling import check_sampling_step, check_top_p
@@ -61,8 +63,10 @@ __all__ = [
     "check_decoder_layer",
     "check_diagnosis",
     "check_encoder_layer",
+    "check_expand_kv",
     "check_fused_head_projections",
     "check_future_leak",
+    "check_gpt2_block_weights",
     "check_gpt_block",
     "check_greedy_decode",
     "check_grouped_query_attention",
@@ -78,6 +82,7 @@ __all__ = [
     "check_prefix_lm_mask",
     "check_rms_norm",
     "check_rotary_embedding",
+    "check_rotary_halves",
     "check_sampling_step",
     "check_scaled_dot_product_attention",
     "check_sequence_accuracy",

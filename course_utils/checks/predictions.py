@@ -222,6 +222,27 @@ QUESTIONS: dict[str, Question] = {
             "yet, shows what was learned.",
         },
     ),
+    # 10 · GPT-2 and Llama
+    "rotary-pairing": Question(
+        chapter="10",
+        choices={
+            "a": "the logits stay the same: both pairings turn by the same angles",
+            "b": "the logits change at every position, the first one included",
+            "c": "the first position's logits stay the same; every later position's change",
+            "d": "an error: the shapes no longer fit",
+        },
+        answer="c",
+        why={
+            "a": "The angles are the same, but they turn other pairs of dimensions: the weights were trained with "
+            "dimension i paired with i + d/2, and the other pairing mixes dimensions that were never paired.",
+            "b": "At position 0 every angle is 0 * omega_i = 0: both pairings leave the query and the key unturned, so "
+            "the first position (which sees only itself) computes exactly what Llama does.",
+            "c": "Position 0 turns nothing, whatever the pairing, so the first position is untouched; from position 1 "
+            "on, the wrong pairs are turned and the attention scores, then the logits, change.",
+            "d": "Both pairings take and return (..., T, d_k) tensors: nothing fails, which is what makes this bug "
+            "silent.",
+        },
+    ),
 }
 
 

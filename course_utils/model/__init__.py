@@ -3,29 +3,45 @@ twins built from PyTorch's own modules.
 
 Imports only ``torch`` and ``course_utils.utils``: the model knows nothing of data, training or teaching.
 
-- ``attention``: ``scaled_dot_product_attention``, ``MultiHeadAttention``, ``KVCache``, ``record_attention``
+- ``attention``: ``scaled_dot_product_attention``, ``MultiHeadAttention``, ``KVCache``, ``record_attention``,
+  ``GroupedQueryAttention``, ``expand_kv``
 - ``masks``: ``causal_mask``, ``padding_mask``, ``target_mask``
-- ``positional``: ``sinusoidal_encoding``, ``PositionalEncoding``
-- ``layers``: ``LayerNorm``, ``FeedForward``
+- ``positional``: ``sinusoidal_encoding``, ``PositionalEncoding``, ``apply_rotary``
+- ``layers``: ``LayerNorm``, ``FeedForward``, ``RMSNorm``, ``SwiGLU``
 - ``encoder``, ``decoder``: the layers and their stacks (``DecoderCache`` for incremental decoding)
 - ``transformer``: the encoder-decoder ``Transformer`` and its ``TransformerConfig``
-- ``gpt``: ``GPT``, ``GPTBlock``, ``GPTConfig``
+- ``gpt``: ``GPT``, ``GPTBlock``, ``GPTConfig``, and ``CausalLM`` (generation, shared with ``Llama``)
+- ``llama``: ``Llama``, ``LlamaBlock``, ``LlamaConfig``: the GPT with RMSNorm, rotary positions, GQA and SwiGLU
 - ``torch_names``: the one table between our parameter names and PyTorch's (every ``from_torch`` uses it)
+- ``hf_names``: ``from_hf``, GPT-2's and Llama's name tables (Hugging Face ``transformers`` models into ours)
 - ``torch_reference``: ``TorchTransformer``, our ``Transformer`` with ``nn.TransformerEncoder``/``Decoder`` inside
 """
 
-from .attention import KVCache, MultiHeadAttention, record_attention, scaled_dot_product_attention
+from .attention import (
+    GroupedQueryAttention,
+    KVCache,
+    MultiHeadAttention,
+    expand_kv,
+    record_attention,
+    scaled_dot_product_attention,
+)
 from .decoder import Decoder, DecoderCache, DecoderLayer
 from .encoder import Encoder, EncoderLayer
-from .gpt import GPT, GPTBlock, GPTConfig
-from .layers import FeedForward, LayerNorm
+from .gpt import GPT, CausalLM, GPTBlock, GPTConfig
+from .hf_names import GPT2_NAMES, GPT2_PACKED, LLAMA_NAMES, from_hf, from_hf_state
+from .layers import FeedForward, LayerNorm, RMSNorm, SwiGLU
+from .llama import Llama, LlamaBlock, LlamaConfig
 from .masks import causal_mask, padding_mask, target_mask
-from .positional import PositionalEncoding, sinusoidal_encoding
+from .positional import PositionalEncoding, apply_rotary, sinusoidal_encoding
 from .torch_reference import TorchTransformer
 from .transformer import Transformer, TransformerConfig
 
 __all__ = [
     "GPT",
+    "GPT2_NAMES",
+    "GPT2_PACKED",
+    "LLAMA_NAMES",
+    "CausalLM",
     "Decoder",
     "DecoderCache",
     "DecoderLayer",
@@ -34,14 +50,24 @@ __all__ = [
     "FeedForward",
     "GPTBlock",
     "GPTConfig",
+    "GroupedQueryAttention",
     "KVCache",
     "LayerNorm",
+    "Llama",
+    "LlamaBlock",
+    "LlamaConfig",
     "MultiHeadAttention",
     "PositionalEncoding",
+    "RMSNorm",
+    "SwiGLU",
     "TorchTransformer",
     "Transformer",
     "TransformerConfig",
+    "apply_rotary",
     "causal_mask",
+    "expand_kv",
+    "from_hf",
+    "from_hf_state",
     "padding_mask",
     "record_attention",
     "scaled_dot_product_attention",

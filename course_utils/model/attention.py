@@ -15,9 +15,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .positional import apply_rotary
 from .torch_names import course_state_dict
 
-__all__ = ["KVCache", "MultiHeadAttention", "record_attention", "scaled_dot_product_attention"]
+__all__ = [
+    "GroupedQueryAttention",
+    "KVCache",
+    "MultiHeadAttention",
+    "expand_kv",
+    "record_attention",
+    "scaled_dot_product_attention",
+]
 
 
 def validate_mask(mask: Tensor, scores_shape: torch.Size) -> None:
@@ -288,9 +296,109 @@ class MultiHeadAttention(nn.Module):
         return ours.train(module.training)
 
 
+def expand_kv(x: Tensor, n_rep: int) -> Tensor:
+    """Each of the g key (or value) heads of ``x`` ``(B, g, T, d_k)`` repeated for the ``n_rep`` query heads it
+    serves, next to each other: ``(B, g * n_rep, T, d_k)`` with heads 0, 0, 1, 1, ... for ``n_rep`` = 2.
+
+    Query head j reads key head j // n_rep, as in Llama (``repeat_interleave``, not ``repeat``, whose order 0, 1,
+    0, 1 would give query head j the key head j % g). A view (``expand``) then one copy (``reshape``)."""
+    if n_rep == 1:
+        return x
+    B, g, T, d_k = x.shape
+    return x[:, :, None].expand(B, g, n_rep, T, d_k).reshape(B, g * n_rep, T, d_k)
+
+
+class GroupedQueryAttention(nn.Module):
+    r"""Causal self-attention as in Llama: rotary positions, and ``n_kv_heads`` key/value heads shared by the
+    ``n_heads`` query heads in groups of ``n_heads // n_kv_heads`` (grouped-query attention, Ainslie et al. 2023).
+
+    ``n_kv_heads = n_heads`` is multi-head attention; ``n_kv_heads = 1`` is multi-query attention. The keys and
+    values, and so a ``KVCache``, hold ``n_kv_heads`` heads ``(B, n_kv_heads, T, d_k)``: that is what grouping saves.
+    Projections ``w_q`` ``(d_model -> n_heads d_k)``, ``w_k`` and ``w_v`` ``(d_model -> n_kv_heads d_k)``, ``w_o``;
+    no biases unless ``bias=True``. Rotary embeddings (``apply_rotary``, with ``rotary_pairing``, ``"halves"`` as in
+    Hugging Face's Llama) turn queries and keys by their positions, counted from the cache's length.
+
+    ``forward(x (B, T, d_model), cache=None, need_weights=False)`` returns ``(output (B, T, d_model), weights)``,
+    the weights ``(B, n_heads, T, T_past + T)`` only with ``need_weights`` (the readable path), as
+    ``MultiHeadAttention`` does; otherwise PyTorch's fused ``F.scaled_dot_product_attention``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        rope_theta: float = 10000.0,
+        dropout: float = 0.0,
+        bias: bool = False,
+    ) -> None:
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if not all(isinstance(n, int) and n > 0 for n in (d_model, n_heads, n_kv_heads)):
+            raise ValueError(
+                f"d_model, n_heads and n_kv_heads must be positive ints; got {d_model!r}, {n_heads!r}, {n_kv_heads!r}"
+            )
+        if d_model % n_heads:
+            raise _divisibility_error(d_model, n_heads)
+        if n_heads % n_kv_heads:
+            options = [g for g in range(1, n_heads + 1) if n_heads % g == 0]
+            raise ValueError(
+                f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}: each key/value head serves the same "
+                f"number of query heads. Use n_kv_heads in {options}."
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout}")
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.d_k, self.rope_theta, self.dropout = d_model // n_heads, rope_theta, dropout
+        self.rotary_pairing = "halves"  # as Hugging Face's Llama; "interleaved" pairs (2i, 2i+1), see apply_rotary
+        if self.d_k % 2:
+            raise ValueError(f"rotary embeddings need an even head size; d_model // n_heads = {self.d_k}")
+        self.w_q = nn.Linear(d_model, n_heads * self.d_k, bias=bias)
+        self.w_k = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
+        self.w_v = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
+        self.w_o = nn.Linear(n_heads * self.d_k, d_model, bias=bias)
+
+    def forward(
+        self, x: Tensor, cache: KVCache | None = None, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        if x.dim() != 3 or x.size(-1) != self.d_model:
+            raise ValueError(f"x must have shape (B, T, d_model={self.d_model}); got {tuple(x.shape)}")
+        B, T, _ = x.shape
+        past = len(cache) if cache is not None else 0
+        q = self.w_q(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
+        k = self.w_k(x).view(B, T, self.n_kv_heads, self.d_k).transpose(1, 2)  # (B, g, T, d_k), g = n_kv_heads
+        v = self.w_v(x).view(B, T, self.n_kv_heads, self.d_k).transpose(1, 2)  # (B, g, T, d_k)
+        positions = torch.arange(past, past + T, device=x.device)  # (T,): after the cached positions
+        q = apply_rotary(q, positions, self.rope_theta, self.rotary_pairing)  # (B, h, T, d_k), turned by position
+        k = apply_rotary(k, positions, self.rope_theta, self.rotary_pairing)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, g, T_past + T, d_k): the cache keeps g heads, not h
+        n_rep = self.n_heads // self.n_kv_heads
+        k, v = expand_kv(k, n_rep), expand_kv(v, n_rep)  # (B, h, T_k, d_k): each key head for its group
+        T_k = k.size(2)
+        dropout_p = self.dropout if self.training else 0.0
+        # The T new queries are the last T of the T_k positions: query i sees keys up to T_k - T + i.
+        triangle = None if T == 1 else torch.ones(T, T_k, dtype=torch.bool, device=x.device).tril(diagonal=T_k - T)
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, triangle, dropout_p=dropout_p)
+        else:
+            plain = T == T_k and T > 1  # no cache: the kernel applies the triangle itself
+            mask = None if plain else triangle
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=plain)
+            weights = None
+        out = out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_k)  # (B, T, h * d_k): heads concatenated
+        return self.w_o(out), weights  # (B, T, d_model), (B, h, T, T_k) or None
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, d_k={self.d_k}, "
+            f"rope_theta={self.rope_theta}"
+        )
+
+
 @contextlib.contextmanager
 def record_attention(model: nn.Module) -> Generator[dict[str, Tensor], None, None]:
-    """Within the block, every ``MultiHeadAttention`` inside ``model`` is called with ``need_weights=True``,
+    """Within the block, every ``MultiHeadAttention`` (or ``GroupedQueryAttention``) inside ``model`` is called with ``need_weights=True``,
     and its weights ``(B, n_heads, T_q, T_k)`` of the latest call are kept in the yielded dict under the
     module's name (as ``model.named_modules()`` gives it, e.g. ``"decoder.layers.1.cross_attn"``).
 
@@ -314,7 +422,7 @@ def record_attention(model: nn.Module) -> Generator[dict[str, Tensor], None, Non
         return keep
 
     for name, module in model.named_modules():
-        if isinstance(module, MultiHeadAttention):
+        if isinstance(module, MultiHeadAttention | GroupedQueryAttention):
             handles.append(module.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
             handles.append(module.register_forward_hook(keeper(name or "attention")))
     if not handles:

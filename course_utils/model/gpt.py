@@ -16,7 +16,7 @@ from ..utils import eval_mode
 from .attention import KVCache, MultiHeadAttention
 from .layers import FeedForward, LayerNorm
 
-__all__ = ["GPT", "GPTBlock", "GPTConfig"]
+__all__ = ["GPT", "CausalLM", "GPTBlock", "GPTConfig"]
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,21 @@ class GPTBlock(nn.Module):
 
     The two sublayers are ``self_attention_block(x, cache)`` and ``feed_forward_block(x)``, as in ``DecoderLayer``."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, bias: bool = True) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        activation: str = "gelu",
+        norm_eps: float = 1e-5,
+    ) -> None:
         super().__init__()
-        self.norm1 = LayerNorm(d_model, bias=bias)
+        self.norm1 = LayerNorm(d_model, eps=norm_eps, bias=bias)
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias)
-        self.norm2 = LayerNorm(d_model, bias=bias)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout=0.0, activation="gelu", bias=bias)
+        self.norm2 = LayerNorm(d_model, eps=norm_eps, bias=bias)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout=0.0, activation=activation, bias=bias)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
     def self_attention_block(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
@@ -57,66 +66,15 @@ class GPTBlock(nn.Module):
         return x + self.feed_forward_block(self.norm2(x))  # (B, T, d_model)
 
 
-class GPT(nn.Module):
-    """Token and learned position embeddings, ``n_layers`` causal pre-norm blocks, a final LayerNorm,
-    and an output head whose weight is the token embedding (tied: the same matrix reads and writes tokens).
+class CausalLM(nn.Module):
+    """What every decoder-only model of the course shares: ``generate``, with or without a ``KVCache`` per block.
 
-    ``forward(idx (B, T), targets (B, T) = None)`` returns ``(logits (B, T, V), loss or None)``.
-    Initialisation as GPT-2: N(0, 0.02), with the projections that write into the residual stream
-    scaled down by sqrt(2 * n_layers) so that the stream's variance does not grow with depth.
+    A subclass has ``blocks`` (one cache each), ``block_size`` and
+    ``forward(idx (B, T), targets=None, caches=None) -> (logits (B, T, V), loss or None)``.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        block_size: int = 256,
-        d_model: int = 384,
-        n_heads: int = 6,
-        n_layers: int = 6,
-        d_ff: int | None = None,
-        dropout: float = 0.0,
-        bias: bool = True,
-    ) -> None:
-        super().__init__()
-        self.vocab_size, self.block_size = vocab_size, block_size
-        self.token_embed = nn.Embedding(vocab_size, d_model)
-        self.position_embed = nn.Embedding(block_size, d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(
-            GPTBlock(d_model, n_heads, d_ff or 4 * d_model, dropout, bias) for _ in range(n_layers)
-        )
-        self.norm = LayerNorm(d_model, bias=bias)
-        self.head = nn.Linear(d_model, vocab_size, bias=False)
-        self.head.weight = self.token_embed.weight  # weight tying
-        # the projections that write into the residual stream: attention's W^O and the feed-forward's second layer
-        blocks: list[GPTBlock] = list(self.blocks)  # type: ignore[arg-type]  # a ModuleList of GPTBlocks
-        residual = {id(p) for b in blocks for p in (b.self_attn.w_o.weight, b.feed_forward.w_2.weight)}
-        for name, p in self.named_parameters():
-            if p.dim() >= 2:
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layers) if id(p) in residual else 0.02)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
-
-    def forward(
-        self, idx: Tensor, targets: Tensor | None = None, caches: list[KVCache] | None = None
-    ) -> tuple[Tensor, Tensor | None]:
-        if idx.dim() != 2 or idx.is_floating_point():
-            raise ValueError(f"idx must be token ids of shape (B, T); got {idx.dtype} {tuple(idx.shape)}")
-        past = len(caches[0]) if caches else 0
-        T = idx.size(1)
-        if past + T > self.block_size:
-            raise ValueError(
-                f"{past + T} positions exceed block_size={self.block_size}; crop the input (generate does)"
-            )
-        positions = torch.arange(past, past + T, device=idx.device)  # (T,)
-        x = self.dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, d_model)
-        for i, block in enumerate(self.blocks):
-            x = block(x, caches[i] if caches else None)
-        logits = self.head(self.norm(x))  # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
+    blocks: nn.ModuleList
+    block_size: int
 
     @torch.no_grad()
     def generate(
@@ -165,3 +123,68 @@ class GPT(nn.Module):
             logits = logits.masked_fill(logits < kth, float("-inf"))
         probs = logits.softmax(dim=-1)
         return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
+
+
+class GPT(CausalLM):
+    """Token and learned position embeddings, ``n_layers`` causal pre-norm blocks, a final LayerNorm,
+    and an output head whose weight is the token embedding (tied: the same matrix reads and writes tokens).
+
+    ``forward(idx (B, T), targets (B, T) = None)`` returns ``(logits (B, T, V), loss or None)``.
+    Initialisation as GPT-2: N(0, 0.02), with the projections that write into the residual stream
+    scaled down by sqrt(2 * n_layers) so that the stream's variance does not grow with depth.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        block_size: int = 256,
+        d_model: int = 384,
+        n_heads: int = 6,
+        n_layers: int = 6,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+        activation: str = "gelu",
+        norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.vocab_size, self.block_size = vocab_size, block_size
+        self.token_embed = nn.Embedding(vocab_size, d_model)
+        self.position_embed = nn.Embedding(block_size, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            GPTBlock(d_model, n_heads, d_ff or 4 * d_model, dropout, bias, activation, norm_eps)
+            for _ in range(n_layers)
+        )
+        self.norm = LayerNorm(d_model, eps=norm_eps, bias=bias)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head.weight = self.token_embed.weight  # weight tying
+        # the projections that write into the residual stream: attention's W^O and the feed-forward's second layer
+        blocks: list[GPTBlock] = list(self.blocks)  # type: ignore[arg-type]  # a ModuleList of GPTBlocks
+        residual = {id(p) for b in blocks for p in (b.self_attn.w_o.weight, b.feed_forward.w_2.weight)}
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layers) if id(p) in residual else 0.02)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None, caches: list[KVCache] | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        if idx.dim() != 2 or idx.is_floating_point():
+            raise ValueError(f"idx must be token ids of shape (B, T); got {idx.dtype} {tuple(idx.shape)}")
+        past = len(caches[0]) if caches else 0
+        T = idx.size(1)
+        if past + T > self.block_size:
+            raise ValueError(
+                f"{past + T} positions exceed block_size={self.block_size}; crop the input (generate does)"
+            )
+        positions = torch.arange(past, past + T, device=idx.device)  # (T,)
+        x = self.dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, d_model)
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        logits = self.head(self.norm(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss

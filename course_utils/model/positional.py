@@ -1,6 +1,6 @@
-"""Sinusoidal positional encoding (Vaswani et al. 2017, section 3.5).
+"""Sinusoidal positional encoding (Vaswani et al. 2017, section 3.5) and rotary position embeddings (Su et al. 2021).
 
-Shape letters: B batch, T sequence length.
+Shape letters: B batch, T sequence length, h heads, d_k the dimensions of one head.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["PositionalEncoding", "sinusoidal_encoding"]
+__all__ = ["PositionalEncoding", "apply_rotary", "sinusoidal_encoding"]
 
 
 def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
@@ -57,3 +57,45 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}"
+
+
+def apply_rotary(x: Tensor, positions: Tensor, theta: float = 10000.0, pairing: str = "halves") -> Tensor:
+    r"""Rotary position embedding (RoPE): each pair of dimensions of ``x`` at position m turned by the angle
+    m * omega_i, with omega_i = theta^(-2i / d_k) for the pair i = 0 ... d_k/2 - 1.
+
+    ``x``: queries or keys ``(..., T, d_k)``; ``positions``: ``(T,)`` ints, the positions of those T rows.
+    Returns the shape of ``x``. The dot product of a rotated query and a rotated key depends on their positions
+    only through their distance.
+
+    ``pairing`` says which dimensions form pair i:
+
+    - ``"halves"``: (i, i + d_k/2), as GPT-NeoX and Hugging Face's Llama compute it (x rotated by "rotate half");
+    - ``"interleaved"``: (2i, 2i + 1), as the RoFormer paper, Meta's original Llama code and chapter 03 write it.
+
+    Both encode positions equally well; they differ by a fixed permutation of the d_k dimensions, so weights
+    trained for one give other outputs under the other (unless the rows of W^Q and W^K are permuted to match).
+    Angles are computed in float32, their cosines and sines rounded to ``x``'s dtype, and the rotation done in that
+    dtype, as Llama does.
+    """
+    if pairing not in ("halves", "interleaved"):
+        raise ValueError(f'pairing must be "halves" or "interleaved"; got {pairing!r}')
+    d_k = x.size(-1)
+    if d_k % 2:
+        raise ValueError(f"rotary embeddings turn pairs of dimensions: the last dimension d_k={d_k} must be even")
+    if positions.dim() != 1 or positions.size(0) != x.size(-2):
+        raise ValueError(
+            f"positions must have shape (T,) = ({x.size(-2)},), one position per row of x {tuple(x.shape)}; "
+            f"got {tuple(positions.shape)}"
+        )
+    omega = 1.0 / theta ** (torch.arange(0, d_k, 2, device=x.device, dtype=torch.float32) / d_k)  # (d_k/2,)
+    angles = positions.to(torch.float32)[:, None] * omega[None, :]  # (T, d_k/2): pair i at position m turns m*omega_i
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # rounded to x's dtype, as Llama does
+    if pairing == "halves":
+        first, second = x[..., : d_k // 2], x[..., d_k // 2 :]  # (..., T, d_k/2) each: pair i = (i, i + d_k/2)
+    else:
+        first, second = x[..., 0::2], x[..., 1::2]  # pair i = (2i, 2i + 1)
+    turned_first = first * cos - second * sin  # the 2-D rotation of each pair
+    turned_second = first * sin + second * cos
+    if pairing == "halves":
+        return torch.cat([turned_first, turned_second], dim=-1)  # (..., T, d_k)
+    return torch.stack([turned_first, turned_second], dim=-1).flatten(-2)  # (..., T, d_k/2, 2) -> (..., T, d_k)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["NAMES", "PACKED", "course_state_dict", "layer_from_torch", "torch_state_dict"]
+__all__ = ["NAMES", "PACKED", "course_state_dict", "layer_from_torch", "rename", "torch_state_dict"]
 
 # (our name, PyTorch's name) for every submodule named differently. Names not listed are the same in both
 # (norm1, norm2, norm3, self_attn, layers, and the parameters weight and bias).
@@ -40,7 +40,7 @@ NAMES: list[tuple[str, str]] = [
 PACKED: tuple[str, tuple[str, str, str]] = ("in_proj", ("w_q", "w_k", "w_v"))
 
 
-def _rename(name: str, table: list[tuple[str, str]]) -> str:
+def rename(name: str, table: list[tuple[str, str]]) -> str:
     """``name`` with each run of dotted segments that is the left side of a ``table`` entry replaced by its right
     side, read left to right: ``"layers.0.feed_forward.w_1.weight"`` -> ``"layers.0.linear1.weight"``."""
     entries = [(old.split("."), new.split(".")) for old, new in table]
@@ -64,7 +64,7 @@ def torch_state_dict(state: dict[str, Tensor]) -> dict[str, Tensor]:
     out: dict[str, Tensor] = {}
     parts: dict[str, dict[str, Tensor]] = {}  # packed name -> {"w_q": tensor, ...}
     for name, tensor in state.items():
-        renamed = _rename(name, NAMES)
+        renamed = rename(name, NAMES)
         path, _, kind = renamed.rpartition(".")  # "encoder.stack.layers.0.self_attn.w_q", "weight"
         owner, _, projection = path.rpartition(".")  # "encoder.stack.layers.0.self_attn", "w_q"
         if projection in projections:
@@ -88,9 +88,9 @@ def course_state_dict(state: dict[str, Tensor]) -> dict[str, Tensor]:
             kind = last.removeprefix(f"{packed_name}_")
             for projection, part in zip(projections, tensor.chunk(3)):
                 path = f"{owner}.{projection}.{kind}" if owner else f"{projection}.{kind}"
-                out[_rename(path, reverse)] = part
+                out[rename(path, reverse)] = part
         else:
-            out[_rename(name, reverse)] = tensor
+            out[rename(name, reverse)] = tensor
     return out
 
 

@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 5 of 9 · previous: [04 · The encoder](04_encoder.ipynb) ·
+# *Transformers from Scratch*, chapter 5 of 10 · previous: [04 · The encoder](04_encoder.ipynb) ·
 # next: [06 · The full Transformer](06_transformer.ipynb)
 #
 # The encoder reads the source; the decoder **writes** the target, one token at a time, looking back at

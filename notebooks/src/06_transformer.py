@@ -8,7 +8,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 6 of 9 · previous: [05 · The decoder](05_decoder.ipynb) ·
+# *Transformers from Scratch*, chapter 6 of 10 · previous: [05 · The decoder](05_decoder.ipynb) ·
 # next: [07 · A GPT on Shakespeare](07_gpt.ipynb)
 #
 # Everything comes together: embeddings, positional encoding, the encoder, the decoder and the output

@@ -3,7 +3,8 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 9 of 9 · previous: [08 · Translating real sentences](08_translation.ipynb)
+# *Transformers from Scratch*, chapter 9 of 10 · previous: [08 · Translating real sentences](08_translation.ipynb) ·
+# next: [10 · GPT-2 and Llama](10_gpt2_and_llama.ipynb)
 #
 # Most Transformer bugs raise no error. The code runs, the loss falls, and the model is quietly wrong. Each
 # chapter so far named a few such mistakes in its pitfall table; this chapter makes them the lesson. For each of
@@ -1025,6 +1026,6 @@ check_diagnosis(diagnose_d, "D")
 # the wrong sublayer, the decoder input not shifted) and find which probe, if any, catches it; if none does,
 # design the probe.
 #
-# This is the end of the course: from one attention head to a translator of real sentences and a GPT, and the
-# tools to find what is wrong with them. `course_utils` holds everything you built, tested against PyTorch's own
-# modules; `benchmarks/` times it.
+# Next, the last chapter: [10 · GPT-2 and Llama](10_gpt2_and_llama.ipynb) loads Hugging Face's GPT-2 and Llama into
+# the course's own classes and proves them equal. `course_utils` holds everything you built, tested against
+# PyTorch's own modules; `benchmarks/` times it.
