@@ -12,14 +12,16 @@ pytest.importorskip("transformers")
 # --- rotary embeddings, Llama's pairing ----------------------------------------------------------------------
 
 
-def rotary(*, pairing="halves", start=None, theta_override=None, two_i_twice=False, sign=1.0, complex_form=False):
+def rotary(*, pairing="halves", start=None, theta_override=None, two_i_twice=False, pair_index=False, sign=1.0,
+           complex_form=False):  # fmt: skip
     """A rotary embedding with one switch per classic mistake."""
 
     def fn(x, positions, theta):
         theta = theta_override or theta
         d = x.size(-1)
         two_i = torch.arange(0, d, 2, dtype=torch.float64)
-        omega = theta ** (-(2 * two_i if two_i_twice else two_i) / d)  # (d/2,)
+        exponent = 2 * two_i if two_i_twice else two_i / 2 if pair_index else two_i
+        omega = theta ** (-exponent / d)  # (d/2,)
         pos = torch.arange(x.size(-2)) if start is not None else positions
         angles = sign * pos.double()[:, None] * omega  # (T, d/2)
         if complex_form:  # another style: complex numbers over the halves
@@ -51,6 +53,7 @@ def test_rotary_right_answers_pass(style, capsys):
         ({"theta_override": 10000.0}, "theta is 10000"),
         ({"two_i_twice": True}, "2i is applied twice"),
         ({"sign": -1.0}, "rotates the other way"),
+        ({"pair_index": True}, "the pair index i where the formula has 2i"),
     ],
 )
 def test_rotary_mistakes_are_named(mistake, words, capsys):

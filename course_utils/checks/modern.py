@@ -47,6 +47,8 @@ def check_rotary_halves(fn: Callable[..., Any]) -> Verdict:
             "2i is applied twice: arange(0, d, 2) already steps by 2, so omega_i = theta ** (-two_i / d)": _rotary(
                 x, positions, theta, exponent=2.0
             ),
+            "the exponent uses the pair index i where the formula has 2i: omega_i = theta ** (-two_i / d) with "
+            "two_i = arange(0, d, 2)": _rotary(x, positions, theta, exponent=0.5),
             "it rotates the other way: map (a, b) to (a cos - b sin, a sin + b cos) with a the first half": _rotary(
                 x, positions, theta, sign=-1.0
             ),

@@ -233,8 +233,9 @@ QUESTIONS: dict[str, Question] = {
         },
         answer="c",
         why={
-            "a": "The angles are the same, but they turn other pairs of dimensions: the weights were trained with "
-            "dimension i paired with i + d/2, and the other pairing mixes dimensions that were never paired.",
+            "a": "The angles are the same, but they turn other pairs of dimensions: the weights were made for Hugging "
+            "Face's layout, dimension i paired with i + d/2, and the other pairing turns dimensions together that "
+            "were never paired.",
             "b": "At position 0 every angle is 0 * omega_i = 0: both pairings leave the query and the key unturned, so "
             "the first position (which sees only itself) computes exactly what Llama does.",
             "c": "Position 0 turns nothing, whatever the pairing, so the first position is untouched; from position 1 "
