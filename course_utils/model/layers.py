@@ -75,7 +75,8 @@ class RMSNorm(nn.Module):
     r"""y = x / sqrt(mean(x^2) + eps) * weight over the last dimension (Zhang and Sennrich 2019), as in Llama.
 
     LayerNorm without the mean subtracted and without the shift: one scale ``weight`` (gamma), ``eps`` inside the
-    root. Computed in float32 whatever the input's dtype, then cast back, as Llama does. ``(..., d) -> (..., d)``.
+    root. Normalised in float32 whatever the input's dtype, cast back to it, then scaled, as Llama does.
+    ``(..., d) -> (..., d)``.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-6) -> None:
