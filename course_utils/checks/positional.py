@@ -109,7 +109,7 @@ def check_rotary_embedding(fn: Callable[..., Any]) -> Verdict:
 
 
 def check_alibi_bias(fn: Callable[..., Any]) -> Verdict:
-    """``fn(T, slope)`` returns the ``(T, T)`` float bias added to the attention scores: -slope * |i - j| for
+    """``fn(T, slope)`` returns the ``(T, T)`` float bias added to the attention scores: ``-slope * |i - j|`` for
     query i and key j (ALiBi, Press et al. 2022, without the causal mask)."""
 
     def run() -> str:

@@ -1,0 +1,37 @@
+"""A Sphinx math renderer that writes MathML at build time (``latex2mathml``), for a site that works offline.
+
+Browsers draw MathML themselves (MathML Core: Chromium, Firefox, Safari), so a page needs no script and no web font
+to show a formula: nothing to download, and nothing that a ``file://`` page may not load. MathJax, the usual choice,
+loads its fonts in a way Chromium refuses for pages opened from a folder or a USB stick.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docutils import nodes
+from latex2mathml.converter import convert
+
+
+def _mathml(latex: str, display: str) -> str:
+    return convert(latex.strip(), display=display)
+
+
+def visit_inline(self: Any, node: nodes.Element) -> None:
+    self.body.append(f'<span class="math">{_mathml(node.astext(), "inline")}</span>')
+    raise nodes.SkipNode
+
+
+def visit_block(self: Any, node: nodes.Element) -> None:
+    latex = node.astext()
+    if node.get("nowrap"):  # an amsmath environment written out in full
+        latex = f"\\begin{{aligned}}{latex}\\end{{aligned}}" if "\\begin" not in latex else latex
+    self.body.append(self.starttag(node, "div", CLASS="math notranslate"))
+    self.body.append(_mathml(latex, "block"))
+    self.body.append("</div>\n")
+    raise nodes.SkipNode
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.add_html_math_renderer("mathml", (visit_inline, None), (visit_block, None))
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
