@@ -8,7 +8,9 @@
 #   make checkpoints  retrain the weights shipped for SKIP_TRAINING (tools/build_checkpoints.py)
 #   make test-colab re-execute every notebook with the library versions Google Colab ships (.venv-colab), on
 #                   other CPU kernels than the committed outputs were made with (ATEN_CPU_CAPABILITY=default)
-#   make check-browser  open every notebook offline in headless Chromium: every image and chart must appear
+#   make site       the course as a website in build/site/, built offline from the committed notebooks (no execution)
+#   make check-browser  open every notebook and every page of the site offline in headless Chromium: every image,
+#                   chart and formula must appear, with no failed request or console error
 #   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py)
 #   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
 #   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
@@ -41,7 +43,7 @@ pytest_parallel = $(if $(filter 1,$(JOBS)),$(1)/bin/python -m pytest,OMP_NUM_THR
 # PyTorch's kernels without vector instructions round otherwise than those a CI machine picks for itself.
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default
 
-.PHONY: install lab quick test test-colab check-browser gpu-dry-run gpu-wheels gpu-check lint unit nbval outputs notebooks benchmark checkpoints constraints clean
+.PHONY: install lab quick test test-colab site check-browser gpu-dry-run gpu-wheels gpu-check lint unit nbval outputs notebooks benchmark checkpoints constraints clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
@@ -107,10 +109,17 @@ gpu-check:
 	@if [ -d .whl ]; then $(PYTHON) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $(GPU_SITE) .whl/*.whl; fi
 	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(PYTHON) tools/gpu_check.py $(if $(PARTS),--parts $(PARTS))
 
-# Needs Chromium (Debian/Ubuntu: apt-get install chromium). Screenshots land in build/browser-check/.
-check-browser: install
-	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,lab]"
+# The website: Sphinx with MyST-NB and the Book theme, from the committed outputs; fetches nothing from another host.
+site: install
+	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,site]"
+	$(BIN)/python tools/build_site.py
+
+# Needs Chromium (Debian/Ubuntu: apt-get install chromium). Screenshots land in build/browser-check/ and
+# build/site-check/.
+check-browser: site
+	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,lab,site,browser]"
 	$(BIN)/python tests/browser/check_offline.py
+	$(BIN)/python tests/browser/check_site.py
 
 benchmark: install
 	$(BIN)/python benchmarks/bench_transformer.py

@@ -2,6 +2,7 @@ import json
 
 import altair as alt
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 from matplotlib.figure import Figure
@@ -216,3 +217,56 @@ def test_the_static_image_of_a_chart_shows_every_head(weights):
     assert both.width >= 2 * one.width - 4 and one.height <= both.height < 1.5 * one.height  # side by side
     single = attention_chart(weights[0], TOKENS).to_dict()
     assert static_png(single) == to_png(single)
+
+
+# --- colours every reader can tell apart -----------------------------------------------------------------------------
+
+# Machado, Oliveira and Fernandes (2009): simulated full protanopia, deuteranopia and tritanopia, on linear RGB.
+CVD = {
+    "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]],
+    "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]],
+    "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.303900]],
+}
+
+
+def _lab(rgb_linear):
+    """CIE L*a*b* (D65) of a linear sRGB colour."""
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ rgb_linear
+    xyz = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def _closest_pair(colours, matrix):
+    """The smallest colour difference (CIE76 delta E) between two of ``colours`` as ``matrix``'s viewer sees them."""
+    from itertools import combinations
+
+    from matplotlib.colors import to_rgb
+
+    def linear(c):
+        c = np.asarray(to_rgb(c))
+        return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+    seen = [_lab(np.clip(np.asarray(matrix) @ linear(c), 0, 1)) for c in colours]
+    return min(float(np.linalg.norm(a - b)) for a, b in combinations(seen, 2))
+
+
+@pytest.mark.parametrize("deficiency", sorted(CVD))
+def test_the_line_palette_stays_distinct_under_colour_blindness(deficiency):
+    from course_utils.teaching.plots import PALETTE
+
+    assert _closest_pair(PALETTE, CVD[deficiency]) > 12  # clearly different colours (JND is about 2.3)
+    assert _closest_pair(PALETTE, np.eye(3)) > 12
+
+
+def test_the_check_rejects_matplotlibs_default_palette():
+    tab10 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+    assert _closest_pair(tab10, CVD["protanopia"]) < 12  # its green and orange, red and brown merge
+
+
+def test_the_palette_is_matplotlibs_cycle_once_course_utils_is_imported():
+    import matplotlib as mpl
+
+    from course_utils.teaching.plots import PALETTE
+
+    assert [c.lower() for c in mpl.rcParams["axes.prop_cycle"].by_key()["color"]] == [c.lower() for c in PALETTE]

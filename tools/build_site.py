@@ -155,7 +155,6 @@ def api_page(page: str, title: str, modules: list[str]) -> str:
 def stage() -> None:
     sys.path.insert(0, str(ROOT / "notebooks"))
     import build  # notebooks/build.py: how the notebooks store their charts
-
     from course_utils.teaching._vega import vl_convert
 
     if STAGE.exists():
@@ -209,7 +208,7 @@ def stage() -> None:
 def sphinx() -> None:
     if OUT.exists():
         shutil.rmtree(OUT)
-    env = {**os.environ, "COURSE_SITE_ROOT": str(ROOT), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", "auto", str(STAGE), str(OUT)]
     subprocess.run(command, check=True, env=env)
     (OUT / ".nojekyll").write_text("")  # GitHub Pages: serve _static/ as it is

@@ -1,6 +1,11 @@
 """Plots for the course. Every helper returns a matplotlib ``Figure`` or an Altair ``Chart``; the
 notebook displays it. Attention weights may be given as tensors or arrays of shape
 ``(T_q, T_k)``, or ``(h, T_q, T_k)`` for one heatmap per head.
+
+Colours are chosen for every reader: heatmaps use viridis and magma (sequential, readable without colour vision)
+or ColorBrewer's red-blue (diverging); lines take the Okabe-Ito palette (``PALETTE``), whose colours stay distinct
+under the common colour-vision deficiencies. Importing this module makes ``PALETTE`` matplotlib's colour cycle, so
+the chapters' own plots use it too.
 """
 
 from __future__ import annotations
@@ -10,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LogNorm
@@ -31,6 +38,7 @@ if TYPE_CHECKING:  # Altair costs ~2 s to import: only the interactive charts lo
 Matrix = Tensor | ArrayLike  # weights or an encoding: a tensor (any device, with or without gradients) or an array
 
 __all__ = [
+    "PALETTE",
     "attention_chart",
     "attention_grid",
     "attention_heatmap",
@@ -48,6 +56,10 @@ OFFLINE_RENDERER = "course-offline"
 # RdBu, reversed in both libraries). Attention weights use viridis: sequential and colour-blind safe.
 PE_COLORMAP = "RdBu_r"
 PE_SCHEME = "redblue"
+# Okabe and Ito (2008), "Color universal design": blue, orange, bluish green, vermilion, sky blue, reddish purple,
+# yellow, black. tests/test_plots.py simulates protanopia, deuteranopia and tritanopia and holds every pair apart.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#000000"]
+mpl.rcParams["axes.prop_cycle"] = cycler(color=PALETTE)
 
 
 def _array(x: Matrix, dims: tuple[int, ...], name: str) -> np.ndarray:
@@ -214,7 +226,7 @@ def dependency_heatmap(
     for ax, matrix, title in zip(axes[0], m, titles):
         shown = np.ma.masked_where(matrix <= 0, matrix)  # zero change: white
         ax.imshow(shown, cmap="magma_r", norm=norm, interpolation="nearest")
-        ax.plot([-0.5, T - 0.5], [-0.5, T - 0.5], color="tab:blue", linewidth=1)
+        ax.plot([-0.5, T - 0.5], [-0.5, T - 0.5], color=PALETTE[0], linewidth=1)
         ax.set(title=title, xticks=range(T), yticks=range(T), xlabel="token changed (j)", ylabel="output (i)")
         ax.set_xticklabels(labels, rotation=90 if max(map(len, labels)) > 2 else 0)
         ax.set_yticklabels(labels)

@@ -9,19 +9,22 @@ from its own package.
 
 from __future__ import annotations
 
-import os
 import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(os.environ["COURSE_SITE_ROOT"])  # the repository (set by tools/build_site.py)
+ROOT = Path(__file__).resolve().parents[2]  # the repository: Sphinx reads this file from build/site-src/
+if not (ROOT / "pyproject.toml").exists():
+    raise RuntimeError(
+        "build the site with `make site` (tools/build_site.py), which stages this file in build/site-src/"
+    )
 sys.path.insert(0, str(ROOT))  # autodoc imports course_utils from the checkout
 course = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
 owner, name = course["repository"].split("/")
 
 project = "Transformers from Scratch"
 author = "the Transformers from Scratch authors"
-copyright = "the Transformers from Scratch authors, MIT licence"  # noqa: A001  (Sphinx's name)
+copyright = "the Transformers from Scratch authors, MIT licence"
 sys.path.insert(0, str(Path(__file__).parent))  # mathml.py
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode", "mathml"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]

@@ -153,7 +153,7 @@ def main() -> int:
         page.route("**/*", offline)
         page.add_init_script("localStorage.setItem('theme', 'dark'); localStorage.setItem('mode', 'dark');")
         dark = {}
-        for shot in SHOTS[1:] + ["chapters/01_attention", "chapters/03_positional_encoding"]:
+        for shot in [*SHOTS[1:], "chapters/01_attention", "chapters/03_positional_encoding"]:
             page.goto((SITE / f"{shot}.html").as_uri(), wait_until="load")
             page.wait_for_timeout(1500)
             dark[shot] = page.evaluate(DARK)
