@@ -34,6 +34,7 @@ INSPECT = """async () => {
   return {
     images: images.length,
     images_missing: images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => (i.alt || i.src).slice(-80)),
+    output_images: document.querySelectorAll(".cell_output img").length,
     charts: charts.length,
     charts_drawn: charts.filter(c => c.querySelector("svg, canvas")).length,
     math_font: mathFont,  // the math font shipped with the site loads (a reader without one of their own gets it)
@@ -123,6 +124,12 @@ def main() -> int:
                 report["failures"].append(f"{name}: the site's math font did not load")
             if result["math"] < result["math_sources"]:
                 report["failures"].append(f"{name}: {result['math_sources'] - result['math']} formulas not typeset")
+            staged = ROOT / "build" / "site-src" / path.relative_to(SITE).with_suffix(".ipynb")
+            if staged.exists():  # every figure the notebook stores is on its page
+                cells = json.loads(staged.read_text())["cells"]
+                figures = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
+                if result["output_images"] != figures:
+                    report["failures"].append(f"{name}: {result['output_images']} figures shown of {figures} stored")
             if result["charts_drawn"] != result["charts"]:
                 report["failures"].append(f"{name}: {result['charts'] - result['charts_drawn']} charts not drawn")
             print(f"{name:45} {result['images']:3} images, {result['charts']:2} charts, {result['math']:4} formulas, "
