@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import base64
 import copy
+import importlib
 import json
 import os
 import re
@@ -128,8 +129,8 @@ def stage_notebook(path: Path, altair_spec, images: Path) -> tuple[nbformat.Note
         if cell.cell_type != "code":
             continue
         tags = cell.metadata.get("tags", [])
-        if "exercise" in tags:
-            cell.metadata["tags"] = [*tags, "hide-input"]  # folded, as in the notebook
+        if "exercise" in tags:  # folded, as in the notebook; a prediction's verdict too, which tells the answer
+            cell.metadata["tags"] = [*tags, "hide-cell" if "check_prediction(" in cell.source else "hide-input"]
         outputs = []
         for output in cell.get("outputs", []):
             if output.get("metadata", {}).get(TWIN):
@@ -153,9 +154,10 @@ def api_page(page: str, title: str, modules: list[str]) -> str:
 
 
 def stage() -> None:
-    sys.path.insert(0, str(ROOT / "notebooks"))
-    import build  # notebooks/build.py: how the notebooks store their charts
     from course_utils.teaching._vega import vl_convert
+
+    sys.path.insert(0, str(ROOT / "notebooks"))
+    build = importlib.import_module("build")  # notebooks/build.py: how the notebooks store their charts
 
     if STAGE.exists():
         shutil.rmtree(STAGE)
@@ -185,6 +187,8 @@ def stage() -> None:
     readme = re.sub(r"\]\(notebooks/student/([\w.]+)\)", lambda m: f"]({github_url('notebooks/student/' + m.group(1))})",
                     readme)  # fmt: skip
     readme = readme.replace("](docs/instructor_guide.md)", "](instructor_guide.md)")
+    readme = readme.replace("`docs/instructor_guide.md`", "the [instructor guide](instructor_guide.md)")
+    readme = re.sub(r"\*\*Read it as a website:\*\*.*?\n\n", "", readme, count=1, flags=re.DOTALL)  # it is read here
     toc = ["", "```{toctree}", ":hidden:", ":caption: Chapters", ""]
     toc += [f"chapters/{p.stem}" for p in chapters]
     toc += ["```", "", "```{toctree}", ":hidden:", ":caption: Teaching and reference", "", "instructor_guide",

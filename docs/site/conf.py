@@ -30,12 +30,16 @@ extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode", "mathml"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 nb_execution_mode = "off"  # the committed outputs, as CI checked them
 nb_merge_streams = True
+# The folded cells of a chapter are its exercises' solutions (and the answers to its predictions).
+nb_code_prompt_show = "Show the solution"
+nb_code_prompt_hide = "Hide the solution"
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header", "mystnb.unknown_mime_type", "misc.highlighting_failure"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+autodoc_inherit_docstrings = False  # not nn.Module's "Define the computation performed at every call" on every forward
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": True}
 
 # Formulas become MathML when the site is built (mathml.py, beside this file): the browser draws them, with no
@@ -46,7 +50,7 @@ html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
-html_js_files = ["vega-bundle.js"]  # Vega, Vega-Lite and vega-embed, for the interactive charts
+html_js_files = ["vega-bundle.js", "course.js"]  # Vega, Vega-Lite and vega-embed for the charts; theme fixes
 html_baseurl = f"https://{owner}.github.io/{name}/"
 html_theme_options = {
     "repository_url": f"https://github.com/{course['repository']}",

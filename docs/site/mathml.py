@@ -7,14 +7,26 @@ loads its fonts in a way Chromium refuses for pages opened from a folder or a US
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from docutils import nodes
 from latex2mathml.converter import convert
 
+ALIGNED = re.compile(r"\\begin\{aligned\}(.*?)\\end\{aligned\}", re.DOTALL)
+
+
+def _as_array(m: re.Match[str]) -> str:
+    """``aligned`` (which latex2mathml does not know) as the ``array`` it means: columns aligned right, left, right,
+    left... (``&&`` opens a new pair of columns, for a comment after an equation)."""
+    rows = [row.split("&") for row in re.split(r"\\\\", m.group(1)) if row.strip()]
+    width = max(len(cells) for cells in rows)
+    body = " \\\\ ".join(" & ".join(cells + [""] * (width - len(cells))) for cells in rows)
+    return "\\begin{array}{" + "rl" * (width // 2) + "r" * (width % 2) + "}" + body + "\\end{array}"
+
 
 def _mathml(latex: str, display: str) -> str:
-    return convert(latex.strip(), display=display)
+    return convert(ALIGNED.sub(_as_array, latex.strip()), display=display)
 
 
 def visit_inline(self: Any, node: nodes.Element) -> None:

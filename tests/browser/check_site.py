@@ -45,6 +45,10 @@ INSPECT = """async () => {
     math: Array.from(document.querySelectorAll(".bd-article span.math math, .bd-article div.math math"))
                 .filter(m => !m.closest("details:not([open])") && m.getBoundingClientRect().height > 0).length,
     math_errors: Array.from(document.querySelectorAll("merror")).map(e => e.textContent.slice(0, 80)),
+    // a display formula wider than the column must start at its left edge (and scroll), not be cut off there
+    math_cut: Array.from(document.querySelectorAll(".bd-article div.math > math"))
+                   .filter(m => m.getBoundingClientRect().left < m.parentElement.getBoundingClientRect().left - 1)
+                   .map(m => m.textContent.slice(0, 60)),
   };
 }"""
 
@@ -118,7 +122,7 @@ def main() -> int:
             name = str(path.relative_to(SITE))
             result = check_page(context, path)
             report["pages"][name] = result
-            for kind in ("requests", "console", "images_missing", "math_errors"):
+            for kind in ("requests", "console", "images_missing", "math_errors", "math_cut"):
                 report["failures"] += [f"{name}: {kind}: {item}" for item in result[kind]]
             if result["math_sources"] and not result["math_font"]:
                 report["failures"].append(f"{name}: the site's math font did not load")
@@ -137,6 +141,8 @@ def main() -> int:
 
         # Search, as a reader types it in the search box.
         page = context.new_page()
+        search_errors: list[str] = []
+        page.on("console", lambda m: search_errors.append(m.text[:200]) if m.type == "error" else None)
         page.goto((SITE / "search.html").as_uri() + f"?q={SEARCH_TERM.replace(' ', '+')}", wait_until="load")
         page.wait_for_selector("#search-results ul li, ul.search li", timeout=20000)
         hits = page.eval_on_selector_all("#search-results ul li a, ul.search li a", "as => as.map(a => a.href)")
@@ -145,7 +151,31 @@ def main() -> int:
             report["failures"].append(f"search for {SEARCH_TERM!r} does not find chapter {SEARCH_CHAPTER}: {hits[:5]}")
         print(f"search {SEARCH_TERM!r}: {len(hits)} pages, chapter {SEARCH_CHAPTER} among them: "
               f"{any(SEARCH_CHAPTER in h for h in hits)}")  # fmt: skip
+        page.wait_for_timeout(1000)
+        report["failures"] += [f"search page: console: {e}" for e in search_errors]
         page.close()
+
+        # The sidebar's toggle: on a phone it opens the chapters as a panel, on a laptop it folds the sidebar.
+        for width, (w, h) in WIDTHS.items():
+            page = browser.new_page(viewport={"width": w, "height": h})
+            page.route("**/*", offline)
+            page.goto((SITE / "chapters/05_decoder.html").as_uri(), wait_until="load")
+            page.wait_for_timeout(500)
+            visible = [t for t in page.query_selector_all(".primary-toggle") if t.is_visible()]
+            if not visible:
+                report["failures"].append(f"{width}: no visible sidebar toggle")
+            else:
+                visible[0].click()
+                page.wait_for_timeout(500)
+                opened = page.evaluate(
+                    "() => { const m = document.querySelector('#pst-primary-sidebar-modal');"
+                    " const s = document.querySelector('#pst-primary-sidebar');"
+                    " return (m && m.open) || (s && s.classList.contains('pst-sidebar-hidden')); }"
+                )
+                if not opened:
+                    report["failures"].append(f"{width}: the sidebar toggle does nothing")
+                print(f"sidebar toggle at {width} width works: {bool(opened)}")
+            page.close()
 
         # Screenshots at phone and laptop widths; dark mode checked on a chapter with figures and charts.
         for width, (w, h) in WIDTHS.items():
