@@ -79,7 +79,7 @@ def placeholders(name: str, edition: str = "complete") -> dict[str, str]:
             "with ✏️) is a stub that raises `NotImplementedError` until you fill it in; the `check_*` call at its end tests your "
             "version and says what differs. The cells after a stub use `course_utils`' tested version, so the "
             "chapter runs to the end even before your code is finished. Questions marked *predict, then run* "
-            'ask you to commit to an answer (`my_prediction = "b"`) before the cell that measures it. '
+            'ask you to commit to an answer (one letter: `my_prediction = "..."`) before the cell that measures it. '
             f"Solutions: the [complete edition](../{name}.ipynb)."
         )
         exercises = (

@@ -313,3 +313,18 @@ def test_every_exercise_cell_ends_with_its_checker_calls_and_reaches_no_further(
         outside = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
         outside = [c for c in outside if "exercise" not in c.metadata.get("tags", []) and CHECK_CALL.search(c.source)]
         assert outside == [], f"{path.name}: a checker called outside an exercise cell is never graded"
+
+
+def test_the_predictions_answers_are_spread_over_the_letters():
+    """A student who notices that every answer is "b" stops predicting; the answers vary, and no text the student
+    sees before a question shows a letter as the example answer."""
+    from collections import Counter
+
+    from course_utils.checks.predictions import QUESTIONS
+
+    letters = Counter(q.answer for q in QUESTIONS.values())
+    assert len(letters) >= 3 and max(letters.values()) <= 0.4 * len(QUESTIONS), letters
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if "exercise" not in cell.metadata.get("tags", []):
+                assert not re.search(r'my_prediction = "[a-d]"', cell.source), (path.name, cell.source[:80])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import random
 from collections.abc import Callable, Generator
 from typing import Any
@@ -31,22 +32,97 @@ def _plain(result: Any, name: str) -> Any:
     return result
 
 
-def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _tensors(value: Any, name: str) -> list[tuple[str, Tensor]]:
+    """The tensors an argument holds, named as the student would name them: ``x``, ``caches[0]``, ``batch['ids']``."""
+    if isinstance(value, Tensor):
+        return [(name, value)]
+    if isinstance(value, list | tuple):
+        return [t for i, item in enumerate(value) for t in _tensors(item, f"{name}[{i}]")]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+    if isinstance(value, dict):
+        return [t for k, item in value.items() for t in _tensors(item, f"{name}[{k!r}]")]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+    return []
+
+
+def _argument_names(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):  # a builtin, or arguments that do not fit: positions then
+        return {**{f"argument {i + 1}": a for i, a in enumerate(args)}, **kwargs}
+
+
+def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, with the student's errors turned into verdicts: not written yet, an exception (named,
+    with its message, or a hint when it has none), or an input tensor changed in place (an answer that overwrites
+    its input would make the checker's reference, computed from that input, agree with it). ``changes_inputs=True``
+    for an exercise whose function is meant to update what it is given."""
+    name = getattr(fn, "__name__", "your function")
+    named = _argument_names(fn, args, kwargs)
+    before = (
+        [] if changes_inputs else [(n, t, t.detach().clone()) for arg, v in named.items() for n, t in _tensors(v, arg)]
+    )
     try:
         result = fn(*args, **kwargs)
     except NotImplementedError:
         raise NotWritten(
-            f"{fn.__name__} is not written yet: replace `raise NotImplementedError`, then run this cell again."
+            f"{name} is not written yet: replace `raise NotImplementedError`, then run this cell again."
         ) from None
     except Exception as e:  # the student's bug, reported rather than raised
-        raise NotYet(f"{fn.__name__} raised {type(e).__name__}: {e}") from None
-    return _plain(result, getattr(fn, "__name__", "your function"))
+        detail = f": {e}" if str(e) else EMPTY_ERRORS.get(type(e).__name__, " (an error with no message)")
+        if "device" in str(e) and ("Expected all tensors" in str(e) or "same device" in str(e)):
+            detail += ". Create new tensors on the inputs' device, e.g. torch.zeros(..., device=x.device)"
+        raise NotYet(f"{name} raised {type(e).__name__}{detail}") from None
+    for arg, tensor, copy in before:
+        same_values = tensor.shape == copy.shape and bool(
+            torch.equal(tensor.detach(), copy)
+            or (tensor.is_floating_point() and torch.allclose(tensor.detach(), copy, equal_nan=True, rtol=0, atol=0))
+        )
+        if not same_values:
+            raise NotYet(
+                f"{name} changed its input {arg} in place (an operation such as x -= m, x[...] = v, x.add_(...) or "
+                "masked_fill_ writes into the caller's tensor). Compute a new tensor instead (x = x - m, "
+                "x.masked_fill(...)): the caller still needs its input as it was"
+            )
+    return _plain(result, name)
+
+
+def backpropagates(fn: Callable[..., Any], *args: Any, what: str = "the output") -> None:
+    """Raise ``NotYet`` unless ``fn(*args)`` lets gradients flow back to its floating-point tensor arguments: the
+    chapters train through these functions, and an answer computed with ``.item()``, ``.detach()``,
+    ``torch.no_grad()`` or NumPy returns the right numbers that no optimiser can learn from."""
+    inputs = [a.detach().clone().requires_grad_(True) if isinstance(a, Tensor) and a.is_floating_point() else a
+              for a in args]  # fmt: skip
+    got = call(fn, *inputs)
+    got = got[0] if isinstance(got, tuple | list) and got else got
+    leaves = [a for a in inputs if isinstance(a, Tensor) and a.requires_grad]
+    reason = (
+        f"{what} cannot be trained through: no gradient reaches the inputs. Something cut it off: .item(), "
+        ".detach(), torch.no_grad(), .numpy() or a new tensor built from numbers (torch.tensor(...)). Keep every "
+        "step in torch operations on the inputs"
+    )
+    if not isinstance(got, Tensor) or not got.requires_grad:
+        raise NotYet(reason)
+    grads = torch.autograd.grad(got.float().sum(), leaves, allow_unused=True)
+    if all(g is None for g in grads):
+        raise NotYet(reason)
+
+
+# Errors whose message is empty, and what usually raises them in an exercise.
+EMPTY_ERRORS = {
+    "StopIteration": " (next() found nothing: next(iter(...)) or next(model.parameters()) on something empty)",
+    "AssertionError": " (one of your own asserts failed)",
+    "KeyError": " (a key that is not in the dict)",
+}
 
 
 def same(got: object, expected: Tensor, what: str, atol: float = 1e-5) -> None:
     if not isinstance(got, Tensor):
         raise NotYet(f"{what} should be a torch.Tensor; got {type(got).__name__}")
     _plain(got, what)
+    if got.device != expected.device:
+        raise NotYet(
+            f"{what} is on {got.device}; the inputs were on {expected.device}: create new tensors on the inputs' "
+            "device (device=x.device) and do not move the result"
+        )
     if got.shape != expected.shape:
         raise NotYet(f"{what} has shape {tuple(got.shape)}; expected {tuple(expected.shape)}")
     if (got.dtype == torch.bool) != (expected.dtype == torch.bool):
@@ -62,6 +138,7 @@ def same(got: object, expected: Tensor, what: str, atol: float = 1e-5) -> None:
 def differs(got: object, reference: Tensor) -> bool:
     return not (
         isinstance(got, Tensor)
+        and got.device == reference.device
         and got.shape == reference.shape
         and torch.allclose(got.double(), reference.double(), atol=1e-5)
     )
@@ -115,8 +192,11 @@ def verdict(run: Callable[[], str], name: str | None = None) -> Verdict:
         with students_random_state_kept():
             message = "✅ " + run()
     except NotYet as e:
-        message = "❌ " + str(e)
+        message = "❌ " + (str(e) or "your answer differs from the reference")
         status = "not attempted" if isinstance(e, NotWritten) else "fail"
+    except Exception as e:  # an answer the checker could not test (never an exception in the student's notebook)
+        message = f"❌ this answer could not be tested: {type(e).__name__}: {e}"
+        status = "fail"
     print(message)
     exercise = name or run.__qualname__.split(".")[0]  # run is defined in check_*: "check_layer_norm.<locals>.run"
     return Verdict(status == "pass", message, exercise, status)

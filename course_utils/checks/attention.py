@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ..model.attention import scaled_dot_product_attention
 from ..model.masks import causal_mask
-from ._core import NotYet, Verdict, call, differs, same, verdict
+from ._core import NotYet, Verdict, backpropagates, call, differs, same, verdict
 
 __all__ = [
     "check_attention_with_bias",
@@ -54,6 +54,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
                         'is False, scores.masked_fill(~mask, float("-inf"))'
                     )
             same(out, expected, "the output" + (" with a mask" if mask is not None else ""))
+        backpropagates(fn, q, k, v, None, what="the attention output")
         return (
             "your attention equals course_utils.scaled_dot_product_attention and PyTorch's "
             "F.scaled_dot_product_attention, with and without masks."

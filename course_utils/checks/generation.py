@@ -91,7 +91,7 @@ def check_kv_cache_step(fn: Callable[..., Any]) -> Verdict:
                         f"{str(e).rstrip('.')}. The cache grows along the position axis: torch.cat([cache_k, k], dim=2)"
                     ) from None
                 raise
-            if not (isinstance(got, tuple) and len(got) == 3):
+            if not (isinstance(got, tuple | list) and len(got) == 3):
                 raise NotYet("return a triple (out, cache_k, cache_v)")
             out, new_k, new_v = got
             keys, values = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)  # (B, h, T + 1, d_k)

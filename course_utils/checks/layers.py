@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..model.masks import padding_mask
-from ._core import NotWritten, NotYet, Verdict, call, differs, same, verdict
+from ._core import NotWritten, NotYet, Verdict, backpropagates, call, differs, same, verdict
 
 __all__ = [
     "check_encoder_layer",
@@ -37,6 +37,7 @@ def check_layer_norm(fn: Callable[..., Any]) -> Verdict:
         if not differs(got, (x - mean) / (x.std(-1, unbiased=False, keepdim=True) + eps) * weight + bias):
             raise NotYet("eps is outside the square root: use sqrt(var + eps)")
         same(got, F.layer_norm(x, (6,), weight, bias, eps), "the normalised output")
+        backpropagates(fn, x, weight, bias, eps, what="the normalised output")
         return "layer_norm matches F.layer_norm (biased variance, eps inside the root)."
 
     return verdict(run)
@@ -197,6 +198,7 @@ def check_rms_norm(fn: Callable[..., Any]) -> Verdict:
             if not differs(got, buggy):
                 raise NotYet(mistake)
         same(got, F.rms_norm(x, (6,), weight, eps), "the normalised output")
+        backpropagates(fn, x, weight, eps, what="the normalised output")
         return "rms_norm matches F.rms_norm: no mean subtracted, eps inside the root."
 
     return verdict(run)

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ..model.attention import expand_kv
 from ..model.positional import apply_rotary
-from ._core import NotYet, Verdict, call, same, verdict
+from ._core import NotYet, Verdict, backpropagates, call, same, verdict
 
 __all__ = ["check_expand_kv", "check_gpt2_block_weights", "check_rotary_halves"]
 
@@ -57,6 +57,7 @@ def check_rotary_halves(fn: Callable[..., Any]) -> Verdict:
             if isinstance(got, Tensor) and got.shape == buggy.shape and torch.allclose(got, buggy, atol=1e-4):
                 raise NotYet(mistake)
         same(got, apply_rotary(x, positions, theta), "the rotated tensor", atol=1e-4)
+        backpropagates(fn, x, positions, theta, what="the rotated tensor")
         return "rotary embedding with Llama's pairing (i, i + d/2) is right."
 
     return verdict(run)

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ..model.positional import sinusoidal_encoding
-from ._core import NotYet, Verdict, call, differs, same, verdict
+from ._core import NotYet, Verdict, backpropagates, call, differs, same, verdict
 
 __all__ = ["check_alibi_bias", "check_rotary_embedding", "check_sinusoidal_encoding"]
 
@@ -103,6 +103,7 @@ def check_rotary_embedding(fn: Callable[..., Any]) -> Verdict:
             if not torch.allclose(q.norm(dim=-1), same_vector.norm(dim=-1), atol=1e-4):
                 raise NotYet("the vectors' lengths changed: a rotation keeps every pair's length (cos² + sin² = 1)")
         same(got, _rope(x), "the rotated tensor", atol=1e-4)
+        backpropagates(fn, x, what="the rotated tensor")
         return "rotary embedding is right: q_m . k_n depends on m - n only."
 
     return verdict(run)

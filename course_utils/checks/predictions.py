@@ -84,17 +84,17 @@ QUESTIONS: dict[str, Question] = {
     "shuffled-tokens": Question(
         chapter="03",
         choices={
-            "a": "nothing changes: the outputs come out as before, in the original order",
-            "b": "the outputs are the original outputs, shuffled the same way as the tokens",
+            "a": "the outputs are the original outputs, shuffled the same way as the tokens",
+            "b": "nothing changes: the outputs come out as before, in the original order",
             "c": "every output changes: each token now has different neighbours, so it gets a new vector",
         },
-        answer="b",
+        answer="a",
         why={
-            "a": "Attention does not sort its input back: output row i belongs to input token i, so when the "
-            "tokens move, their outputs move with them.",
-            "b": "Without positions, a token's output depends only on which tokens are around it (a weighted sum "
+            "a": "Without positions, a token's output depends only on which tokens are around it (a weighted sum "
             "over all of them), not where they sit: shuffling the input shuffles the output rows, nothing else. "
             "Attention is permutation-equivariant.",
+            "b": "Attention does not sort its input back: output row i belongs to input token i, so when the "
+            "tokens move, their outputs move with them.",
             "c": "Neighbours matter only through their positions, and attention has none: every token still "
             "attends to the same set of keys and values, so it gets the same weighted sum, wherever it sits.",
         },
@@ -104,40 +104,40 @@ QUESTIONS: dict[str, Question] = {
         chapter="04",
         choices={
             "a": "all three learn: the warm-up only makes post-norm a little faster",
-            "b": "post-norm without warm-up stalls near ln 10; with a warm-up it learns, and so does pre-norm "
-            "without one",
+            "b": "none learns: lr = 1e-2 is too high for a 12-layer stack, whatever the norm order",
             "c": "pre-norm without warm-up stalls; post-norm learns with or without a warm-up",
-            "d": "none learns: lr = 1e-2 is too high for a 12-layer stack, whatever the norm order",
+            "d": "post-norm without warm-up stalls near ln 10; with a warm-up it learns, and so does pre-norm "
+            "without one",
         },
-        answer="b",
+        answer="d",
         why={
             "a": "At this learning rate the warm-up is not a refinement but the difference between learning and not: "
             "post-norm's large early gradients near the output make full-size first steps unstable.",
-            "b": "In a post-norm stack every residual path passes through a LayerNorm, and at initialisation the "
-            "gradients near the output are large (Xiong et al. 2020): full steps from step 1 wreck it, small "
-            "warm-up steps do not. Pre-norm keeps an untouched residual path and trains without the warm-up.",
+            "b": "The rate is high but not hopeless: pre-norm, or post-norm with small first steps, handles it. Only "
+            "the combination of post-norm and full steps from the start fails.",
             "c": "It is the other way round: pre-norm leaves the residual stream unnormalised, so each layer only adds "
             "to it and the gradients stay well-behaved; the paper's post-norm is the order that needs the warm-up.",
-            "d": "The rate is high but not hopeless: pre-norm, or post-norm with small first steps, handles it. Only "
-            "the combination of post-norm and full steps from the start fails.",
+            "d": "In a post-norm stack every residual path passes through a LayerNorm, and at initialisation the "
+            "gradients near the output are large (Xiong et al. 2020): full steps from step 1 wreck it, small "
+            "warm-up steps do not. Pre-norm keeps an untouched residual path and trains without the warm-up.",
         },
     ),
     # 05 · the decoder
     "decoder-future": Question(
         chapter="05",
         choices={
-            "a": "all six outputs change",
-            "b": "only outputs 4 and 5 change; outputs 0-3 do not move at all",
+            "a": "only outputs 4 and 5 change; outputs 0-3 do not move at all",
+            "b": "all six outputs change",
             "c": "outputs 4 and 5 change a lot, outputs 0-3 a tiny bit (softmax and LayerNorm mix every position)",
             "d": "no output changes: the mask hides the changed tokens",
         },
-        answer="b",
+        answer="a",
         why={
-            "a": "That is the layer without a mask: the causal mask gives the future tokens weight exactly 0 in the "
-            "rows of positions 0-3.",
-            "b": "Row t of the causal mask allows columns <= t only, and everything else in the layer (LayerNorm, "
+            "a": "Row t of the causal mask allows columns <= t only, and everything else in the layer (LayerNorm, "
             "feed-forward, cross-attention to the unchanged memory) works position by position, so outputs 0-3 "
             "cannot see positions 4 and 5.",
+            "b": "That is the layer without a mask: the causal mask gives the future tokens weight exactly 0 in the "
+            "rows of positions 0-3.",
             "c": "The softmax of row t runs over the allowed columns only (the masked scores are -inf, weight exactly "
             "0), and LayerNorm normalises each position over its own d_model features, not across positions: "
             "nothing mixes positions except attention.",
@@ -167,20 +167,20 @@ QUESTIONS: dict[str, Question] = {
         chapter="07",
         choices={
             "a": "more varied: more different characters come up",
-            "b": "the greedy choice, repeated: nearly every draw is the most likely character",
+            "b": "unchanged: dividing every logit by the same number keeps their order, so the draws stay the same",
             "c": "uniformly random: every character comes up about equally often",
-            "d": "unchanged: dividing every logit by the same number keeps their order, so the draws stay the same",
+            "d": "the greedy choice, repeated: nearly every draw is the most likely character",
         },
-        answer="b",
+        answer="d",
         why={
             "a": "That is what a temperature above 1 does: dividing the logits by a large number shrinks their gaps "
             "and flattens the distribution. A small temperature does the opposite.",
-            "b": "Dividing the logits by a small temperature multiplies the gaps between them, and the softmax turns "
-            "large gaps into nearly all the probability for the largest logit: sampling becomes the argmax.",
+            "b": "The order is kept, but the softmax depends on the gaps between the logits, not only their order "
+            "(it ignores adding a constant, not multiplying by one): scaling the gaps up sharpens the distribution.",
             "c": "Uniform draws come at a very *high* temperature, where all logits / T shrink towards 0. As T goes to "
             "0 the logits / T grow apart instead.",
-            "d": "The order is kept, but the softmax depends on the gaps between the logits, not only their order "
-            "(it ignores adding a constant, not multiplying by one): scaling the gaps up sharpens the distribution.",
+            "d": "Dividing the logits by a small temperature multiplies the gaps between them, and the softmax turns "
+            "large gaps into nearly all the probability for the largest logit: sampling becomes the argmax.",
         },
     ),
     # 08 · translation
@@ -207,19 +207,19 @@ QUESTIONS: dict[str, Question] = {
     "leaky-loss": Question(
         chapter="09",
         choices={
-            "a": "the causal model: the one without a mask learns nothing useful, so its loss stays high",
+            "a": "the model without a mask, far lower",
             "b": "about the same: the mask changes what is learned, not how well the loss falls",
-            "c": "the model without a mask, far lower",
+            "c": "the causal model: the one without a mask learns nothing useful, so its loss stays high",
         },
-        answer="c",
+        answer="a",
         why={
-            "a": "Without a mask each position can read the character it must predict, a few positions away in its "
-            "own window: copying it is far easier than predicting it, so the loss falls much faster.",
-            "b": "The loss measures exactly what the leak makes easy: predicting a character that is in plain view. "
-            "The two runs face different problems, one of them nearly trivial.",
-            "c": "Each position reads the next character from the position that holds it, and validation windows "
+            "a": "Each position reads the next character from the position that holds it, and validation windows "
             "hold it too, so even the validation loss is low. Generation, where the next character does not exist "
             "yet, shows what was learned.",
+            "b": "The loss measures exactly what the leak makes easy: predicting a character that is in plain view. "
+            "The two runs face different problems, one of them nearly trivial.",
+            "c": "Without a mask each position can read the character it must predict, a few positions away in its "
+            "own window: copying it is far easier than predicting it, so the loss falls much faster.",
         },
     ),
     # 10 · GPT-2 and Llama
@@ -228,20 +228,20 @@ QUESTIONS: dict[str, Question] = {
         choices={
             "a": "the logits stay the same: both pairings turn by the same angles",
             "b": "the logits change at every position, the first one included",
-            "c": "the first position's logits stay the same; every later position's change",
-            "d": "an error: the shapes no longer fit",
+            "c": "an error: the shapes no longer fit",
+            "d": "the first position's logits stay the same; every later position's change",
         },
-        answer="c",
+        answer="d",
         why={
             "a": "The angles are the same, but they turn other pairs of dimensions: the weights were made for Hugging "
             "Face's layout, dimension i paired with i + d/2, and the other pairing turns dimensions together that "
             "were never paired.",
             "b": "At position 0 every angle is 0 * omega_i = 0: both pairings leave the query and the key unturned, so "
             "the first position (which sees only itself) computes exactly what Llama does.",
-            "c": "Position 0 turns nothing, whatever the pairing, so the first position is untouched; from position 1 "
-            "on, the wrong pairs are turned and the attention scores, then the logits, change.",
-            "d": "Both pairings take and return (..., T, d_k) tensors: nothing fails, which is what makes this bug "
+            "c": "Both pairings take and return (..., T, d_k) tensors: nothing fails, which is what makes this bug "
             "silent.",
+            "d": "Position 0 turns nothing, whatever the pairing, so the first position is untouched; from position 1 "
+            "on, the wrong pairs are turned and the attention scores, then the logits, change.",
         },
     ),
 }

@@ -224,6 +224,11 @@ class _NextInSource(nn.Module):
 
     vocab_size = 12
 
+    def __init__(self) -> None:
+        super().__init__()
+        # Unused, but a real model has parameters: an answer that reads its device from them must work here too.
+        self.scale = nn.Parameter(torch.ones(()))
+
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         return src  # the "memory": the source ids themselves, (B, S)
 

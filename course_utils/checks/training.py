@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._core import NotYet, Verdict, call, name_mistake, same, verdict
+from ._core import NotYet, Verdict, backpropagates, call, name_mistake, same, verdict
 
 __all__ = [
     "check_label_smoothing",
@@ -55,6 +55,7 @@ def check_label_smoothing(fn: Callable[..., Any]) -> Verdict:
             mistakes.append((expected * len(target), "the sum over positions: take the mean"))
             name_mistake(got, expected, mistakes, f"at smoothing={smoothing}")
             same(got, expected, f"the loss at smoothing={smoothing}")
+        backpropagates(fn, logits, target, 0.1, what="the loss")
         return (
             "label-smoothed cross-entropy is right, equal to PyTorch's F.cross_entropy(label_smoothing=...) "
             "at smoothing 0, 0.1 and 0.3."

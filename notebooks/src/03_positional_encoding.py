@@ -12,7 +12,7 @@
 # design is so clever.
 #
 # **You will learn**
-# - that attention without positions is *permutation-equivariant*, shown on real tensors;
+# - what attention without positions does with the order of its tokens, shown on real tensors;
 # - the sinusoidal formula, and the common bug that applies $2i$ twice;
 # - how to read the encoding: as a heatmap (static and interactive), as waves of growing wavelength;
 # - why it encodes *relative* positions: $PE(p+k) = M_k\,PE(p)$ with $M_k$ a rotation, verified numerically;
@@ -66,13 +66,13 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 #
 # **Predict, then run.** How do the outputs for the shuffled tokens compare with the outputs for the original ones?
 #
-# - (a) nothing changes: the outputs come out as before, in the original order;
-# - (b) the outputs are the original outputs, shuffled the same way as the tokens;
+# - (a) the outputs are the original outputs, shuffled the same way as the tokens;
+# - (b) nothing changes: the outputs come out as before, in the original order;
 # - (c) every output changes: each token now has different neighbours, so it gets a new vector.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
-my_prediction = "b"
+my_prediction = "a"
 ### END SOLUTION
 check_prediction("shuffled-tokens", my_prediction)  # your answer: "a", "b" or "c"
 
@@ -89,7 +89,7 @@ assert not torch.allclose(out_of_shuffled, out)  # and the rows did move
 print("attention(shuffled tokens) == shuffled attention(tokens): order is invisible")
 
 # %% [markdown]
-# Answer (b): the output of the shuffled sequence is **exactly the original output, shuffled the same way**.
+# Answer (a): the output of the shuffled sequence is **exactly the original output, shuffled the same way**.
 # Attention is *permutation-equivariant*. Each output row depends only on *which* tokens are around, not *where*.
 # To tell "dog bit man" from "man bit dog" the model needs the position inside the token vectors themselves.
 #

@@ -330,13 +330,8 @@ print("outputs at real positions are unchanged by whatever sits in the padding: 
 # ## 8. Post-norm or pre-norm? Measured
 #
 # The paper trained its post-norm Transformer with a learning-rate **warm-up** (chapter 02): small steps first,
-# the full learning rate only later. Why? Xiong et al. (2020, "On Layer Normalization in the Transformer
-# Architecture") show that at initialisation a post-norm stack has large gradients for the parameters near its
-# output, so large early steps are unstable; in a pre-norm stack, where each layer only *adds* to a residual
-# path that no LayerNorm rescales, the gradients are well-behaved and the warm-up can be dropped. Liu et al.
-# (2020, "Understanding the Difficulty of Training Transformers") trace post-norm's trouble to how strongly
-# each layer's output depends on its residual branch, which amplifies small changes of the weights. Let us
-# measure it on a toy task: **sort 10 digits**, an encoder-only problem (position $i$, counting from 0, must
+# the full learning rate only later. Does the order of the norms change whether that warm-up is needed? Let us
+# measure it first, and read the explanation after the results, on a toy task: **sort 10 digits**, an encoder-only problem (position $i$, counting from 0, must
 # output the digit of rank $i$: position 0 the smallest).
 
 # %%
@@ -390,13 +385,13 @@ def sort_loss(model, x, y):
 # **Predict, then run.** Same 12-layer sorter, same batches, `lr = 1e-2`, 100 steps. Which runs learn to sort?
 #
 # - (a) all three learn: the warm-up only makes post-norm a little faster;
-# - (b) post-norm without warm-up stalls near $\ln 10$; with a warm-up it learns, and so does pre-norm without one;
+# - (b) none learns: `lr = 1e-2` is too high for a 12-layer stack, whatever the norm order;
 # - (c) pre-norm without warm-up stalls; post-norm learns with or without a warm-up;
-# - (d) none learns: `lr = 1e-2` is too high for a 12-layer stack, whatever the norm order.
+# - (d) post-norm without warm-up stalls near $\ln 10$; with a warm-up it learns, and so does pre-norm without one.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
-my_prediction = "b"
+my_prediction = "d"
 ### END SOLUTION
 check_prediction("post-norm-warmup", my_prediction)  # your answer: "a", "b", "c" or "d"
 
@@ -458,14 +453,19 @@ loss_curve(
 )  # fmt: skip
 
 # %% [markdown]
-# Read the table and the curves: answer (b), in this run (one seed for each stack). All three runs start near
+# Read the table and the curves: answer (d), in this run (one seed for each stack). All three runs start near
 # $\ln 10$. With this learning rate and no warm-up,
 # the post-norm stack collapses to $\ln 10$ within a few steps and stays there to the end (the step is printed
 # above; its curve lies on the dashed line). A loss of $\ln 10$ means it gives every digit a probability of
 # about 1/10 whatever the input: it puts about one digit in ten in the right place and sorts no sequence. The
 # same stack with a warm-up over the first quarter of the run learns, and the pre-norm
 # stack learns without any warm-up. This is the instability the paper's warm-up guards against, and one reason
-# most large models since are pre-norm. When it does train well, post-norm can reach slightly better final
+# most large models since are pre-norm. Why? Xiong et al. (2020, "On Layer Normalization in the Transformer
+# Architecture") show that at initialisation a post-norm stack has large gradients for the parameters near its
+# output, so large early steps are unstable; in a pre-norm stack, where each layer only *adds* to a residual
+# path that no LayerNorm rescales, the gradients are well-behaved and the warm-up can be dropped. Liu et al.
+# (2020, "Understanding the Difficulty of Training Transformers") trace post-norm's trouble to how strongly
+# each layer's output depends on its residual branch, which amplifies small changes of the weights. When it does train well, post-norm can reach slightly better final
 # quality than pre-norm (Liu et al. 2020 report this for translation), something a 100-step toy run cannot
 # show; so both remain in use. `course_utils` defaults to the paper's post-norm, and `norm_first=True` switches.
 #

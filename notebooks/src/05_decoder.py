@@ -11,7 +11,7 @@
 # self-attention, cross-attention, and the feed-forward network.
 #
 # **You will learn**
-# - the causal mask in the decoder, and a demonstration that future tokens never change earlier outputs;
+# - the causal mask in the decoder, and what it guarantees, measured;
 # - cross-attention: queries from the decoder, keys and values from the encoder, and what breaks when a
 #   tutorial swaps them;
 # - to write the decoder layer yourself, checked equal to `nn.TransformerDecoderLayer`, and the decoder stack of
@@ -105,14 +105,14 @@ print(mask[1, 0].int())
 # (the "future" of positions 0-3) and run the layer again, with the causal mask. **Predict first:** which of the six
 # outputs change?
 #
-# - (a) all six outputs change;
-# - (b) only outputs 4 and 5 change; outputs 0-3 do not move at all;
+# - (a) only outputs 4 and 5 change; outputs 0-3 do not move at all;
+# - (b) all six outputs change;
 # - (c) outputs 4 and 5 change a lot, outputs 0-3 a tiny bit (softmax and LayerNorm mix every position);
 # - (d) no output changes: the mask hides the changed tokens.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
-my_prediction = "b"
+my_prediction = "a"
 ### END SOLUTION
 check_prediction("decoder-future", my_prediction)  # your answer: "a", "b", "c" or "d"
 

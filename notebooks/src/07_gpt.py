@@ -427,13 +427,13 @@ fig
 # temperatures 1, 0.5, 0.1 and 0.02. As the temperature goes to 0, the draws become...
 #
 # - (a) more varied: more different characters come up;
-# - (b) the greedy choice, repeated: nearly every draw is the most likely character;
+# - (b) unchanged: dividing every logit by the same number keeps their order, so the draws stay the same;
 # - (c) uniformly random: every character comes up about equally often;
-# - (d) unchanged: dividing every logit by the same number keeps their order, so the draws stay the same.
+# - (d) the greedy choice, repeated: nearly every draw is the most likely character.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
-my_prediction = "b"
+my_prediction = "d"
 ### END SOLUTION
 check_prediction("temperature-to-zero", my_prediction)  # your answer: "a", "b", "c" or "d"
 

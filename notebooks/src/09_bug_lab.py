@@ -266,12 +266,12 @@ def tiny_gpt(leaky):
 
 # %% [markdown]
 # **Predict, then run.** Both models train 300 steps on the same batches, from the same weights. Which reaches the
-# lower loss on the *validation* text, which neither trains on? (a) the causal model: the one without a mask learns
-# nothing useful; (b) about the same; (c) the model without a mask, far lower.
+# lower loss on the *validation* text, which neither trains on? (a) the model without a mask, far lower; (b) about
+# the same; (c) the causal model: the one without a mask learns nothing useful.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
-my_prediction = "c"
+my_prediction = "a"
 ### END SOLUTION
 check_prediction("leaky-loss", my_prediction)  # your answer: "a", "b" or "c"
 

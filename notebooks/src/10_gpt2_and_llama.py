@@ -485,14 +485,14 @@ for ours_name, theirs_name in LLAMA_NAMES[:6]:
 #
 # - (a) they stay the same: both pairings turn by the same angles;
 # - (b) they change at every position, the first one included;
-# - (c) the first position's logits stay the same; every later position's change;
-# - (d) an error: the shapes no longer fit.
+# - (c) an error: the shapes no longer fit;
+# - (d) the first position's logits stay the same; every later position's change.
 #
 # Write your letter below; the cell after it measures the answer.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
-my_prediction = "c"
+my_prediction = "d"
 ### END SOLUTION
 check_prediction("rotary-pairing", my_prediction)  # your answer: "a", "b", "c" or "d"
 

@@ -1,0 +1,114 @@
+"""What every checker gets from checks/_core: an answer that changes its input, cannot be trained through, raises an
+error with no message, or puts its result on another device is told so in words, never with an exception."""
+
+import torch
+import torch.nn.functional as F
+
+from course_utils import causal_mask
+from course_utils.checks import (
+    check_greedy_decode,
+    check_kv_cache_step,
+    check_label_smoothing,
+    check_layer_norm,
+    check_rms_norm,
+    check_rotary_embedding,
+    check_scaled_dot_product_attention,
+)
+from course_utils.checks._core import NotYet, call, verdict
+
+
+def test_an_answer_that_overwrites_its_input_is_told_so():
+    def layer_norm_in_place(x, weight, bias, eps):
+        x -= x.mean(-1, keepdim=True)  # writes into the caller's tensor
+        x /= torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        return x * weight + bias
+
+    def rms_in_place(x, weight, eps):
+        return x.div_(torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)).mul(weight)
+
+    for check, fn in ((check_layer_norm, layer_norm_in_place), (check_rms_norm, rms_in_place)):
+        result = check(fn)
+        assert not result and "changed its input x in place" in result.message, result.message
+
+
+def test_an_answer_that_cannot_be_trained_through_fails():
+    def detached_loss(logits, target, smoothing):
+        return F.cross_entropy(logits, target, label_smoothing=smoothing).item()  # a number: no gradient
+
+    def no_grad_attention(q, k, v, mask=None):
+        with torch.no_grad():
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def numpy_norm(x, weight, bias, eps):
+        import numpy as np
+
+        a = x.detach().numpy()
+        out = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + eps)
+        return torch.from_numpy(out) * weight.detach() + bias.detach()
+
+    for check, fn in (
+        (check_label_smoothing, detached_loss),
+        (check_scaled_dot_product_attention, no_grad_attention),
+        (check_layer_norm, numpy_norm),
+    ):
+        result = check(fn)
+        assert not result and "cannot be trained through" in result.message, (check.__name__, result.message)
+
+
+def test_right_answers_still_pass_the_gradient_check():
+    assert check_label_smoothing(lambda logits, target, s: F.cross_entropy(logits, target, label_smoothing=s))
+    assert check_scaled_dot_product_attention(lambda q, k, v, mask=None: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask))  # fmt: skip
+    assert check_layer_norm(lambda x, w, b, eps: F.layer_norm(x, (x.size(-1),), w, b, eps))
+    assert check_rms_norm(lambda x, w, eps: F.rms_norm(x, (x.size(-1),), w, eps))
+
+
+def test_an_error_with_no_message_is_explained():
+    def empty():
+        raise StopIteration
+
+    try:
+        call(empty)
+    except NotYet as e:
+        assert "StopIteration" in str(e) and "next()" in str(e)
+
+
+def test_a_greedy_decoder_that_reads_its_device_from_the_model_passes():
+    def greedy(model, src, src_mask, *, max_len, bos_id, eos_id):
+        device = next(model.parameters()).device  # how many decoders find their device
+        memory = model.encode(src, src_mask)
+        ys = torch.tensor([[bos_id]], device=device)
+        for _ in range(max_len - 1):
+            tgt_mask = causal_mask(ys.size(1)).to(device)
+            next_id = model.decode(ys, memory, src_mask, tgt_mask)[:, -1].argmax(-1, keepdim=True)
+            ys = torch.cat([ys, next_id], dim=1)
+            if next_id.item() == eos_id:
+                break
+        return ys
+
+    result = check_greedy_decode(greedy)
+    assert result, result.message
+
+
+def test_a_kv_cache_step_may_return_a_list():
+    def step(cache_k, cache_v, q, k, v):
+        keys, values = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
+        out = F.scaled_dot_product_attention(q, keys, values)
+        return [out, keys, values]
+
+    result = check_kv_cache_step(step)
+    assert result, result.message
+
+
+def test_a_result_on_another_device_is_reported_not_raised():
+    meta = lambda x: torch.zeros_like(x, device="meta")  # noqa: E731  (a device the inputs are not on)
+    result = check_rotary_embedding(meta)
+    assert not result and "meta" in result.message
+
+
+def test_a_checker_never_raises():
+    def broken():
+        raise RuntimeError("a bug in the checker itself")
+
+    result = verdict(broken, name="check_example")
+    assert not result and "could not be tested" in result.message
