@@ -295,6 +295,15 @@ def test_weight_tying_reference_passes_and_shows_the_saving(capsys):
     assert ok and "208 = V x d_model" in out
 
 
+def test_weight_tying_counts_a_removed_bias_apart(capsys):
+    def tie_without_bias(model):
+        model.generator.weight = model.tgt_embed.weight
+        model.generator.bias = None
+
+    ok, out = verdict(check_weight_tying, tie_without_bias, capsys)
+    assert ok and "221 fewer: 208 = V x d_model = 13 x 16" in out and "13 for the output projection's bias" in out
+
+
 def test_weight_tying_not_written_is_not_attempted(capsys):
     ok, out = verdict(check_weight_tying, todo, capsys)
     assert not ok and "not written yet" in out

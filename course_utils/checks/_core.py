@@ -56,6 +56,8 @@ def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwa
     its input would make the checker's reference, computed from that input, agree with it). ``changes_inputs=True``
     for an exercise whose function is meant to update what it is given."""
     name = getattr(fn, "__name__", "your function")
+    if not callable(fn):
+        raise NotYet(f"the checker needs your function itself; it got {type(fn).__name__} {fn!r:.40}")
     named = _argument_names(fn, args, kwargs)
     before = (
         [] if changes_inputs else [(n, t, t.detach().clone()) for arg, v in named.items() for n, t in _tensors(v, arg)]

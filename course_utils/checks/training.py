@@ -104,10 +104,18 @@ def check_weight_tying(fn: Callable[..., Any]) -> Verdict:
         logits = call(model, src, tgt)
         if not isinstance(logits, Tensor) or logits.shape != (1, 3, 13):
             raise NotYet("after tying, the model should still return logits (B, T, V)")
-        saved = before - after
+        saved, matrix = before - after, 13 * 16  # V x d_model: the matrix now counted once
+        rest = saved - matrix
+        if rest == 13 and model.generator.bias is None:
+            detail = f" and {rest:,} for the output projection's bias (V = 13), which your answer removed"
+        elif rest:
+            detail = f" and {rest:,} for other parameters your answer {'removed' if rest > 0 else 'added'}"
+        else:
+            detail = ""
         return (
-            f"one Parameter, used twice: {before:,} -> {after:,} parameters, {saved:,} = V x d_model = 13 x 16 saved "
-            "(tied weights are counted once); its gradient sums both uses."
+            f"one Parameter, used twice: {before:,} -> {after:,} parameters, {saved:,} fewer: "
+            f"{matrix:,} = V x d_model = 13 x 16 for the shared matrix (counted once){detail}; "
+            "its gradient sums both uses."
         )
 
     return verdict(run)
