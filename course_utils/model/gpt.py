@@ -69,12 +69,38 @@ class GPTBlock(nn.Module):
 class CausalLM(nn.Module):
     """What every decoder-only model of the course shares: ``generate``, with or without a ``KVCache`` per block.
 
-    A subclass has ``blocks`` (one cache each), ``block_size`` and
-    ``forward(idx (B, T), targets=None, caches=None) -> (logits (B, T, V), loss or None)``.
+    ``forward(idx (B, T), targets=None, caches=None)`` returns ``(logits (B, T, V), loss or None)``: the
+    subclass's ``embed``, then its ``blocks`` (one cache each), ``norm`` and ``head``. ``block_size`` caps the
+    positions.
     """
 
     blocks: nn.ModuleList
     block_size: int
+    norm: nn.Module
+    head: nn.Linear
+
+    def embed(self, idx: Tensor, past: int) -> Tensor:
+        """The input vectors ``(B, T, d_model)`` of token ids ``idx`` ``(B, T)`` at positions ``past, past + 1, ...``."""
+        raise NotImplementedError
+
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None, caches: list[KVCache] | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        if idx.dim() != 2 or idx.is_floating_point():
+            raise ValueError(f"idx must be token ids of shape (B, T); got {idx.dtype} {tuple(idx.shape)}")
+        past = len(caches[0]) if caches else 0
+        if past + idx.size(1) > self.block_size:
+            raise ValueError(
+                f"{past + idx.size(1)} positions exceed block_size={self.block_size}; crop the input (generate does)"
+            )
+        x = self.embed(idx, past)  # (B, T, d_model)
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        logits = self.head(self.norm(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
 
     @torch.no_grad()
     def generate(
@@ -168,23 +194,6 @@ class GPT(CausalLM):
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
-    def forward(
-        self, idx: Tensor, targets: Tensor | None = None, caches: list[KVCache] | None = None
-    ) -> tuple[Tensor, Tensor | None]:
-        if idx.dim() != 2 or idx.is_floating_point():
-            raise ValueError(f"idx must be token ids of shape (B, T); got {idx.dtype} {tuple(idx.shape)}")
-        past = len(caches[0]) if caches else 0
-        T = idx.size(1)
-        if past + T > self.block_size:
-            raise ValueError(
-                f"{past + T} positions exceed block_size={self.block_size}; crop the input (generate does)"
-            )
-        positions = torch.arange(past, past + T, device=idx.device)  # (T,)
-        x = self.dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, d_model)
-        for i, block in enumerate(self.blocks):
-            x = block(x, caches[i] if caches else None)
-        logits = self.head(self.norm(x))  # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
+    def embed(self, idx: Tensor, past: int) -> Tensor:
+        positions = torch.arange(past, past + idx.size(1), device=idx.device)  # (T,)
+        return self.dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, d_model)

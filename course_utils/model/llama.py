@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .attention import GroupedQueryAttention, KVCache
@@ -115,21 +114,5 @@ class Llama(CausalLM):
             if p.dim() >= 2:
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layers) if id(p) in residual else 0.02)
 
-    def forward(
-        self, idx: Tensor, targets: Tensor | None = None, caches: list[KVCache] | None = None
-    ) -> tuple[Tensor, Tensor | None]:
-        if idx.dim() != 2 or idx.is_floating_point():
-            raise ValueError(f"idx must be token ids of shape (B, T); got {idx.dtype} {tuple(idx.shape)}")
-        past = len(caches[0]) if caches else 0
-        if past + idx.size(1) > self.block_size:
-            raise ValueError(
-                f"{past + idx.size(1)} positions exceed block_size={self.block_size}; crop the input (generate does)"
-            )
-        x = self.dropout(self.token_embed(idx))  # (B, T, d_model): positions enter inside attention
-        for i, block in enumerate(self.blocks):
-            x = block(x, caches[i] if caches else None)
-        logits = self.head(self.norm(x))  # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
+    def embed(self, idx: Tensor, past: int) -> Tensor:
+        return self.dropout(self.token_embed(idx))  # (B, T, d_model): positions enter inside attention
