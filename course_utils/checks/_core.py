@@ -108,6 +108,70 @@ def backpropagates(fn: Callable[..., Any], *args: Any, what: str = "the output")
         raise NotYet(reason)
 
 
+# One mistake, one message, whichever checker meets it: sibling checkers (the encoder, pre-norm, decoder and GPT-block
+# layers; the masks of chapters 01, 05 and 07) import these rather than word them again.
+MISTAKES = {
+    "called the layer": (
+        "you called layer(...) itself, which runs the course's own forward: write the forward from its "
+        "submodules (layer.self_attn, layer.norm1, layer.feed_forward, ...)"
+    ),
+    "flipped mask": (
+        "the mask's convention is flipped: in this course True means *may attend*, so hide the scores where the mask "
+        "is False (masked_fill(~mask, -inf))"
+    ),
+    "normalised stream": (
+        "the residual stream itself is normalised (x = norm1(x) before the add): normalise only the sublayer's input, "
+        "x + self_attn(norm1(x)), so the stream keeps its own scale"
+    ),
+    "mask ignored": "the mask is ignored: pass it to self_attn, so that no token attends to padding",
+    "no causal mask": "no causal mask: every position also reads the future tokens",
+    "padded query": (
+        "the padded *queries* are masked as well (a (B, 1, T, T) mask hiding rows): mask the keys only, "
+        "(B, 1, 1, T); what a padded position computes is ignored by the loss anyway"
+    ),
+}
+
+
+@contextlib.contextmanager
+def not_called(module: torch.nn.Module) -> Generator[None, None, None]:
+    """Within the block, an answer that calls ``module(...)`` itself (``return layer(x, mask)``) raises ``NotYet``
+    naming it: the exercise is to write that forward from the module's parts."""
+    calls: list[bool] = []
+    hook = module.register_forward_pre_hook(lambda _m, _args: calls.append(True))
+    try:
+        yield
+    except NotYet:
+        if calls:
+            raise NotYet(MISTAKES["called the layer"]) from None
+        raise
+    finally:
+        hook.remove()
+    if calls:
+        raise NotYet(MISTAKES["called the layer"])
+
+
+def each_case(one: Callable[..., str], cases: list[dict[str, Any]]) -> str:
+    """``one(**case)`` for every case, and the first case's success message. The first case is the main test; the
+    others change its values (lengths, ids, seeds), so that an answer with one of them hard-coded fails, told which
+    values changed."""
+    message = ""
+    for i, case in enumerate(cases):
+        try:
+            result = one(**case)
+        except NotWritten:
+            raise
+        except NotYet as e:
+            if i == 0:
+                raise
+            changed = ", ".join(f"{k} = {v!r}" for k, v in case.items() if cases[0].get(k, object()) != v)
+            raise NotYet(
+                f"right for the first test case but not with {changed}: is a value written into the code that "
+                f"should come from the arguments? ({e})"
+            ) from None
+        message = message or result
+    return message
+
+
 # Errors whose message is empty, and what usually raises them in an exercise.
 EMPTY_ERRORS = {
     "StopIteration": " (next() found nothing: next(iter(...)) or next(model.parameters()) on something empty)",
@@ -127,7 +191,9 @@ def same(got: object, expected: Tensor, what: str, atol: float = 1e-5) -> None:
         )
     if got.shape != expected.shape:
         raise NotYet(f"{what} has shape {tuple(got.shape)}; expected {tuple(expected.shape)}")
-    if (got.dtype == torch.bool) != (expected.dtype == torch.bool):
+    if (got.dtype == torch.bool) != (expected.dtype == torch.bool) or (
+        expected.is_floating_point() and not (got.is_floating_point() or got.dtype == torch.bool)
+    ):
         raise NotYet(f"{what} has dtype {got.dtype}; expected {expected.dtype}")
     bad = (got.double() - expected.double()).abs() > atol + 1e-4 * expected.double().abs()
     if bad.any():
