@@ -112,3 +112,52 @@ def test_a_checker_never_raises():
 
     result = verdict(broken, name="check_example")
     assert not result and "could not be tested" in result.message
+
+
+def test_each_case_names_the_values_a_hard_coded_answer_gets_wrong():
+    from course_utils.checks._core import each_case
+
+    def one(T, pad_id):
+        answer = torch.arange(5) != 0  # T = 5 and pad_id = 0 written into the code
+        expected = torch.arange(T) != pad_id
+        if answer.shape != expected.shape or not torch.equal(answer, expected):
+            raise NotYet("the mask differs")
+        return "right"
+
+    def run():
+        return each_case(one, [dict(T=5, pad_id=0), dict(T=5, pad_id=3)])
+
+    result = verdict(run, "hard_coded")
+    assert not result and "not with pad_id = 3" in result.message and "T = " not in result.message, result.message
+    assert verdict(lambda: each_case(lambda T: "right", [dict(T=1), dict(T=2)]), "fine")
+
+
+def test_an_answer_that_calls_the_layer_itself_is_named_whether_or_not_its_output_is_right():
+    from course_utils.checks._core import MISTAKES, not_called
+
+    layer = torch.nn.Linear(3, 3)
+
+    def run_with(answer):
+        def run():
+            with not_called(layer):
+                call(answer, layer, torch.randn(2, 3))
+            return "own forward"
+
+        return verdict(run, "layer")
+
+    assert run_with(lambda layer, x: x @ layer.weight.T + layer.bias)
+    called = run_with(lambda layer, x: layer(x))
+    assert not called and MISTAKES["called the layer"] in called.message
+    broken = run_with(lambda layer, x: layer(x)[None].undefined)  # calls it, then fails: the call is still named
+    assert not broken and MISTAKES["called the layer"] in broken.message
+
+
+def test_an_integer_result_where_floats_are_expected_is_told_its_dtype():
+    from course_utils.checks._core import same
+
+    try:
+        same(torch.tensor([1, 2]), torch.tensor([1.0, 2.0]), "the output")
+    except NotYet as e:
+        assert "dtype torch.int64; expected torch.float32" in str(e)
+    else:
+        raise AssertionError("an int64 result passed for a float one")
