@@ -9,8 +9,10 @@
 #   make test-colab re-execute every notebook with the library versions Google Colab ships (.venv-colab), on
 #                   other CPU kernels than the committed outputs were made with (ATEN_CPU_CAPABILITY=default)
 #   make site       the course as a website in build/site/, built offline from the committed notebooks (no execution)
-#   make check-browser  open every notebook and every page of the site offline in headless Chromium: every image,
-#                   chart and formula must appear, with no failed request or console error
+#   make slides     a reveal.js deck per chapter in build/slides/ that works offline (tools/build_slides.py)
+#   make check-browser  open every notebook, every page of the site, every deck and a RISE presentation offline in
+#                   headless Chromium: every image, chart and formula must appear, every slide fit 1280x800, with no
+#                   failed request or console error
 #   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py)
 #   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
 #   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
@@ -43,7 +45,7 @@ pytest_parallel = $(if $(filter 1,$(JOBS)),$(1)/bin/python -m pytest,OMP_NUM_THR
 # PyTorch's kernels without vector instructions round otherwise than those a CI machine picks for itself.
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default
 
-.PHONY: install lab quick test test-colab site check-browser gpu-dry-run gpu-wheels gpu-check lint unit nbval outputs notebooks benchmark checkpoints constraints clean
+.PHONY: install lab quick test test-colab site slides check-browser gpu-dry-run gpu-wheels gpu-check lint unit nbval outputs notebooks benchmark checkpoints constraints clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
@@ -79,6 +81,7 @@ test: lint install
 
 outputs: install
 	$(CPU_ONLY) $(BIN)/python notebooks/build.py --execute
+	$(BIN)/python tools/lesson_times.py
 
 notebooks: install
 	$(BIN)/python notebooks/build.py
@@ -114,12 +117,18 @@ site: install
 	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,site]"
 	$(BIN)/python tools/build_site.py
 
-# Needs Chromium (Debian/Ubuntu: apt-get install chromium). Screenshots land in build/browser-check/ and
-# build/site-check/.
-check-browser: site
-	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,lab,site,browser]"
+slides: install
+	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,slides]"
+	$(BIN)/python tools/build_slides.py
+
+# Needs Chromium (Debian/Ubuntu: apt-get install chromium). Screenshots land in build/browser-check/,
+# build/site-check/, build/slides-check/ and build/rise-check/.
+check-browser: site slides
+	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,lab,site,slides,browser]"
 	$(BIN)/python tests/browser/check_offline.py
 	$(BIN)/python tests/browser/check_site.py
+	$(BIN)/python tests/browser/check_slides.py
+	$(BIN)/python tests/browser/check_rise.py
 
 benchmark: install
 	$(BIN)/python benchmarks/bench_transformer.py

@@ -219,6 +219,8 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
         "kernelspec": KERNELSPEC,
         "language_info": {"name": "python", "pygments_lexer": "ipython3"},
         "colab": {"provenance": [], "toc_visible": True},
+        # RISE (make lab): a projector's 1280x800, long slides scroll, and a theme whose fonts need no internet
+        "rise": {"theme": "white", "width": 1280, "height": 800, "scroll": True, "enable_chalkboard": False},
         **notebook_meta,  # e.g. {"accelerator": "GPU"}: Colab then opens a GPU runtime
     }
     return nb
@@ -314,14 +316,53 @@ def add_static_twins(nb: nbformat.NotebookNode) -> int:
     return added
 
 
+RUN_TIMES = ROOT / "docs" / "lessons" / "run_times.json"
+
+
+def section_times(nb: nbformat.NotebookNode) -> list[tuple[str, float]]:
+    """Seconds each ``##`` section's code cells ran (from nbclient's timing), in the notebook's order; the cells
+    before the first section count under the chapter's title."""
+    from datetime import datetime
+
+    times: dict[str, float] = {}
+    section = "Title"
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            heading = re.match(r"^## (.+)", cell.source)
+            section = heading.group(1).strip() if heading else section
+            continue
+        timing = cell.metadata.get("execution", {})
+        if "iopub.execute_input" in timing and "shell.execute_reply" in timing:
+            start, end = (datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
+                          for k in ("iopub.execute_input", "shell.execute_reply"))  # fmt: skip
+            times[section] = times.get(section, 0.0) + (end - start).total_seconds()
+    return list(times.items())
+
+
+def record_times(nb: nbformat.NotebookNode, name: str) -> None:
+    """Store the run time of each section in docs/lessons/run_times.json (tools/lesson_times.py puts them into the
+    lesson plans): the machine that ran them is named, since they are only true of it."""
+    import os
+    import platform
+
+    saved = json.loads(RUN_TIMES.read_text()) if RUN_TIMES.exists() else {}
+    saved[name] = {
+        "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, PyTorch on the CPU",
+        "sections": [[section, round(seconds, 1)] for section, seconds in section_times(nb)],
+    }
+    RUN_TIMES.parent.mkdir(parents=True, exist_ok=True)
+    RUN_TIMES.write_text(json.dumps(dict(sorted(saved.items())), indent=1, ensure_ascii=False) + "\n")
+
+
 def execute(nb: nbformat.NotebookNode, name: str) -> float:
     from nbclient import NotebookClient
 
     start = time.perf_counter()
     client = NotebookClient(
-        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}, record_timing=False
+        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}, record_timing=True
     )
     client.execute()
+    record_times(nb, name)
     clean_outputs(nb)
     add_static_twins(nb)
     return time.perf_counter() - start

@@ -25,12 +25,13 @@ def _as_array(m: re.Match[str]) -> str:
     return "\\begin{array}{" + "rl" * (width // 2) + "r" * (width % 2) + "}" + body + "\\end{array}"
 
 
-def _mathml(latex: str, display: str) -> str:
+def mathml(latex: str, display: str) -> str:
+    """LaTeX as MathML (``display``: ``"inline"`` or ``"block"``); the slides use it too."""
     return convert(ALIGNED.sub(_as_array, latex.strip()), display=display)
 
 
 def visit_inline(self: Any, node: nodes.Element) -> None:
-    self.body.append(f'<span class="math">{_mathml(node.astext(), "inline")}</span>')
+    self.body.append(f'<span class="math">{mathml(node.astext(), "inline")}</span>')
     raise nodes.SkipNode
 
 
@@ -39,7 +40,7 @@ def visit_block(self: Any, node: nodes.Element) -> None:
     if node.get("nowrap"):  # an amsmath environment written out in full
         latex = f"\\begin{{aligned}}{latex}\\end{{aligned}}" if "\\begin" not in latex else latex
     self.body.append(self.starttag(node, "div", CLASS="math notranslate"))
-    self.body.append(_mathml(latex, "block"))
+    self.body.append(mathml(latex, "block"))
     self.body.append("</div>\n")
     raise nodes.SkipNode
 

@@ -1,0 +1,157 @@
+"""Open every deck of ``make slides`` offline in headless Chromium at 1280×800, as an instructor's projector would.
+
+For each deck it fails on a request that failed or left the machine, a console or script error, a deck that is not
+a deck (reveal.js did not start), raw LaTeX on a slide (``$$``, ``\\frac``...: a formula not drawn), a MathML error,
+an image that did not load, and a slide whose content is taller or wider than the 1280×800 canvas, except inside
+the boxes that scroll on purpose (``.scroll``: long code and output). It checks that no solution and no prediction
+answer is on a slide (they are in the speaker notes), and that the speaker notes are there. It saves a screenshot of
+every slide of the chapter 04 deck, and the first slide of each other, in build/slides-check/, with a JSON report.
+
+    python tests/browser/check_slides.py [--out build/slides-check] [--only 04 07]
+
+Needs Chromium (Debian/Ubuntu: ``apt-get install chromium``) and Playwright (``pip install -e ".[browser]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SLIDES = ROOT / "build" / "slides"
+SHOT_ALL = "04_encoder"
+
+# Every slide, measured in the slide's own (unscaled) pixels.
+INSPECT = """() => {
+  const scale = Reveal.getScale();
+  const width = Reveal.getConfig().width, height = Reveal.getConfig().height;
+  const out = [];
+  const sections = Array.from(document.querySelectorAll(".reveal .slides section"))
+                        .filter(s => !s.querySelector(":scope > section"));  // a stack holds sub-slides
+  for (const s of sections) {
+    const idx = Reveal.getIndices(s);
+    Reveal.slide(idx.h, idx.v || 0);
+    const top = s.getBoundingClientRect().top, left = s.getBoundingClientRect().left;
+    let bottom = 0, right = 0;
+    const walk = el => {
+      for (const child of el.children) {
+        if (child.tagName === "ASIDE") continue;  // speaker notes
+        const r = child.getBoundingClientRect();
+        bottom = Math.max(bottom, (r.bottom - top) / scale);
+        right = Math.max(right, (r.right - left) / scale);
+        if (!child.classList.contains("scroll") && !child.matches("div.math")) walk(child);
+      }
+    };
+    walk(s);
+    const text = Array.from(s.querySelectorAll("p, li, td, th, h1, h2, h3, blockquote"))
+                      .map(e => e.innerText).join("\\n");
+    const raw = (text.match(/\\$\\$|\\\\(frac|sqrt|mathrm|text|begin|sum|left|right)\\b|\\$[^$\\s][^$]*\\$/) || [])[0];
+    out.push({
+      slide: `${idx.h}/${idx.v || 0}`, bottom: Math.round(bottom), right: Math.round(right),
+      raw_latex: raw || null,
+      merror: s.querySelectorAll("merror").length,
+      images_missing: Array.from(s.querySelectorAll("img")).filter(i => !(i.complete && i.naturalWidth > 0)).length,
+      solution: /BEGIN SOLUTION|END SOLUTION/.test(Array.from(s.querySelectorAll(":scope > *:not(aside)"))
+                                                    .map(e => e.textContent).join(" ")),
+      notes: s.querySelector("aside.notes") ? s.querySelector("aside.notes").textContent.length : 0,
+      prediction: !!s.querySelector(".badge") && s.querySelector(".badge").textContent === "predict",
+      prediction_shown: /my_prediction\\s*=\\s*["']/.test(Array.from(s.querySelectorAll(":scope > *:not(aside)"))
+                                                          .map(e => e.textContent).join(" ")),
+    });
+  }
+  Reveal.slide(0, 0);
+  return {width, height, scale, ready: Reveal.isReady(), total: Reveal.getTotalSlides(), slides: out};
+}"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "slides-check")
+    parser.add_argument("--only", nargs="*", default=[], help="chapter numbers")
+    args = parser.parse_args()
+    if not (SLIDES / "index.html").exists():
+        sys.exit("no decks in build/slides: run `make slides` first")
+    browser_path = next(
+        (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None
+    )
+    if browser_path is None:
+        sys.exit("Chromium not found: install it (Debian/Ubuntu: `sudo apt-get install chromium`)")
+    from playwright.sync_api import sync_playwright
+
+    shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True)
+    decks = sorted(p for p in SLIDES.glob("[0-9][0-9]_*.html") if not args.only or p.name[:2] in args.only)
+    report: dict = {"decks": {}, "failures": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+
+        def offline(route):  # no network: only the deck's own files load
+            if route.request.url.startswith("file://") or route.request.url.startswith("data:"):
+                route.continue_()
+            else:
+                route.abort("internetdisconnected")
+
+        context.route("**/*", offline)
+        for deck in decks:
+            page = context.new_page()
+            problems: dict[str, list[str]] = {"requests": [], "console": []}
+            page.on("requestfailed", lambda r: problems["requests"].append(f"{r.url[-100:]} ({r.failure})"))  # noqa: B023
+            page.on("console", lambda m: problems["console"].append(m.text[:200]) if m.type == "error" else None)  # noqa: B023
+            page.on("pageerror", lambda e: problems["console"].append(f"uncaught: {str(e)[:200]}"))  # noqa: B023
+            page.goto(deck.as_uri(), wait_until="load")
+            ready = page.evaluate("() => typeof Reveal !== 'undefined' && Reveal.isReady()")
+            name = deck.stem
+            failures: list[str] = [f"{name}: request: {r}" for r in problems["requests"]]
+            failures += [f"{name}: console: {c}" for c in problems["console"]]
+            if not ready:
+                report["failures"] += [*failures, f"{name}: reveal.js did not start: not a deck"]
+                page.close()
+                continue
+            page.wait_for_timeout(300)
+            found = page.evaluate(INSPECT)
+            predictions = 0
+            for s in found["slides"]:
+                where = f"{name} #/{s['slide']}"
+                if s["bottom"] > found["height"] + 1:
+                    failures.append(f"{where}: {s['bottom']} px tall, the screen has {found['height']}")
+                if s["right"] > found["width"] + 1:
+                    failures.append(f"{where}: {s['right']} px wide, the screen has {found['width']}")
+                if s["raw_latex"]:
+                    failures.append(f"{where}: raw LaTeX on the slide: {s['raw_latex'][:40]!r}")
+                if s["merror"]:
+                    failures.append(f"{where}: {s['merror']} formulas with a MathML error")
+                if s["images_missing"]:
+                    failures.append(f"{where}: {s['images_missing']} images not loaded")
+                if s["solution"] or s["prediction_shown"]:
+                    failures.append(f"{where}: a solution or a prediction's answer is on the slide")
+                if s["prediction"]:
+                    predictions += 1
+                    if not s["notes"]:
+                        failures.append(f"{where}: a prediction without its answer in the speaker notes")
+            failures += [f"{name}: console: {c}" for c in problems["console"][len(failures) :]]
+            tallest = max(s["bottom"] for s in found["slides"])
+            print(f"{name:28} {len(found['slides']):3} slides, tallest {tallest} px, {predictions} predictions, "
+                  f"{sum(bool(s['notes']) for s in found['slides'])} with notes, {len(failures)} problems")  # fmt: skip
+            shots = found["slides"] if name == SHOT_ALL else found["slides"][:1]
+            for s in shots:
+                h, v = s["slide"].split("/")
+                page.evaluate(f"() => Reveal.slide({h}, {v})")
+                page.wait_for_timeout(50)
+                page.screenshot(path=args.out / f"{name}.{h}-{v}.png")
+            report["decks"][name] = {"slides": len(found["slides"]), "tallest": tallest, "problems": failures}
+            report["failures"] += failures
+            page.close()
+        browser.close()
+    (args.out / "report.json").write_text(json.dumps(report, indent=1))
+    for failure in report["failures"]:
+        print("FAIL", failure)
+    print(f"{len(decks)} decks, {len(report['failures'])} problems; screenshots in {args.out.relative_to(ROOT)}/")
+    return 1 if report["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

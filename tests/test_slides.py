@@ -1,0 +1,117 @@
+"""`make slides`: one deck per chapter that a class can be shown, offline, without giving the answers away.
+
+The headless-browser check (tests/browser/check_slides.py, in `make check-browser`) measures every slide at 1280x800;
+these tests read the decks' HTML: nothing loaded from another host, no solution or prediction answer on a slide,
+each of them in the speaker notes instead, and the lesson plans' discussion answers there too."""
+
+import html
+import importlib.util
+import itertools
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTES = re.compile(r'<aside class="notes">(.*?)</aside>', re.DOTALL)
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def decks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("slides")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "build_slides.py"), "--out", str(out)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+def chapters():
+    return sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_every_chapter_has_a_deck_listed_on_the_index(decks):
+    index = (decks / "index.html").read_text()
+    for stem in chapters():
+        assert (decks / f"{stem}.html").exists()
+        assert f'href="{stem}.html"' in index
+
+
+def test_a_deck_loads_nothing_from_another_host(decks):
+    external = _tool("build_site").EXTERNAL
+    for path in [*decks.glob("*.html"), *decks.rglob("*.css")]:
+        found = external.search(path.read_text(errors="replace"))
+        assert found is None, f"{path.name} loads {found.group(0)!r}"
+    assert (decks / "reveal" / "dist" / "reveal.js").exists() and (decks / "reveal" / "plugin" / "notes").exists()
+
+
+def _text(fragment):
+    """What a reader sees of an HTML fragment: tags dropped, entities decoded, spaces collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+
+@pytest.mark.parametrize("stem", chapters())
+def test_solutions_and_prediction_answers_are_in_the_notes_only(decks, stem):
+    page = (decks / f"{stem}.html").read_text()
+    shown, notes = _text(NOTES.sub("", page)), _text(" ".join(NOTES.findall(page)))
+    assert "BEGIN SOLUTION" not in page
+    assert "my_prediction = None" in shown and not re.search(r"my_prediction = [\"']", shown)
+    complete = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+    student = nbformat.read(ROOT / "notebooks" / "student" / f"{stem}.ipynb", as_version=4)
+    elsewhere = " ".join(
+        " ".join(c.source.split()) for c in complete.cells if "exercise" not in c.metadata.get("tags", [])
+    )
+    exercises = 0
+    for cell, stub in zip(complete.cells, student.cells, strict=True):
+        if "exercise" not in cell.metadata.get("tags", []):
+            continue
+        exercises += 1
+        solution = re.search(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.DOTALL).group(1)
+        lines = [" ".join(line.split()) for line in solution.splitlines() if line.strip() and line not in stub.source]
+        own = [line for line in lines if line not in elsewhere]  # what only the solution says
+        assert own, f"{stem}: a solution with nothing of its own"
+        for line in own:
+            assert line not in shown, f"{stem}: a solution line is on a slide: {line}"
+        assert own[0] in notes, f"{stem}: the solution is not in the speaker notes: {own[0]}"
+    assert exercises >= 2
+
+
+def test_the_discussion_answers_are_speaker_notes(decks):
+    lessons = sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md"))
+    if not lessons:
+        pytest.skip("no lesson plans yet")
+    build = _tool("build_slides")
+    for lesson in lessons:
+        pairs = build.lesson_discussion(lesson.stem)
+        assert len(pairs) >= 2, f"{lesson.name}: fewer than two discussion questions with answers"
+        page = (decks / f"{lesson.stem}.html").read_text()
+        last = page.rsplit("<h2>Discussion</h2>", 1)
+        assert len(last) == 2, f"{lesson.stem}: no discussion slide"
+        slide, notes = last[1].split('<aside class="notes">', 1)
+        first_answer_words = " ".join(pairs[0][1].split()[:4])
+        assert first_answer_words not in slide
+        assert len(notes) > 200
+
+
+def test_the_lesson_plans_run_times_are_the_measured_ones():
+    lessons = sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md"))
+    if not lessons:
+        pytest.skip("no lesson plans yet")
+    times = json.loads((ROOT / "docs" / "lessons" / "run_times.json").read_text())
+    assert _tool("lesson_times").main(["--check"]) == 0
+    for lesson in lessons:
+        assert lesson.stem in times
+        plan = lesson.read_text()
+        minutes = [(int(a), int(b)) for a, b in re.findall(r"^\|\s*(\d+)\s*[–-]\s*(\d+)\s*\|", plan, re.MULTILINE)]
+        assert minutes and minutes[0][0] == 0 and minutes[-1][1] == 90, f"{lesson.name}: the plan is not 0-90 min"
+        assert all(b == c for (_, b), (c, _) in itertools.pairwise(minutes)), f"{lesson.name}: gaps"

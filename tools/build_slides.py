@@ -1,0 +1,451 @@
+"""Build one reveal.js deck per chapter, for a projector and no internet: ``make slides``.
+
+    python tools/build_slides.py              # every chapter, into build/slides/
+    python tools/build_slides.py 04           # one chapter
+
+The instructor's deck comes from the complete edition, with what students must not see yet taken out, rather than
+from a source of its own: the complete edition holds the outputs a class is shown (the measured tables and figures,
+made by the cell beside them), and a second source would drift from the chapter it presents. From it:
+
+- each exercise cell shows the student edition's stub, with no output; its solution is in the speaker notes;
+- each prediction shows its question and the stub (``my_prediction = None``); the answer and the checker's
+  explanation are in the speaker notes, and the class sees the result on the next slides, which measure it;
+- the chapter's title and every ``##`` section start a new slide (left to right); a section too long for one
+  1280×800 screen continues on sub-slides (downwards), cut between cells or between paragraphs, never inside one;
+- a code cell longer than its box, or a long printed output, scrolls inside its own box (``.scroll``); nothing
+  else on a slide is meant to scroll, and ``tests/browser/check_slides.py`` fails a slide taller than the screen;
+- the discussion questions of ``docs/lessons/NN_*.md`` end the deck, with their answers as speaker notes (``s``
+  opens the speaker view).
+
+Nothing is loaded from another host: reveal.js and its speaker-notes plugin come from the ``sphinx-revealjs`` wheel
+(which bundles reveal.js 5), formulas are MathML written at build time (as on the website), code is coloured by
+Pygments, and charts are the PNG twins the notebooks store beside each interactive chart. The folder
+``build/slides/`` can be copied to a USB stick and opened with a double click on ``index.html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import importlib.util
+import re
+import shutil
+import struct
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+LESSONS = ROOT / "docs" / "lessons"
+OUT = ROOT / "build" / "slides"
+WIDTH, HEIGHT = 1280, 800
+BUDGET = 680  # of the 800 px, what a sub-slide fills by the estimate below (the rest: margins, the slide number)
+TWIN = "static_twin"  # notebooks/build.py marks the PNG twin of each interactive chart so
+BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\s*$", re.MULTILINE)
+SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION\n?", re.DOTALL)
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _mathml() -> Any:
+    """The website's LaTeX-to-MathML converter (docs/site/mathml.py), so that a formula looks the same in both."""
+    spec = importlib.util.spec_from_file_location("course_mathml", ROOT / "docs" / "site" / "mathml.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.mathml
+
+
+def markdown_renderer() -> MarkdownIt:
+    to_mathml = _mathml()
+    md = MarkdownIt("commonmark", {"html": True}).enable("table").use(dollarmath_plugin, double_inline=True)
+
+    def inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        return f'<span class="math">{to_mathml(tokens[idx].content, "inline")}</span>'
+
+    def block(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        return f'<div class="math">{to_mathml(tokens[idx].content, "block")}</div>\n'
+
+    for rule in ("math_inline", "math_inline_double"):
+        md.add_render_rule(rule, inline)
+    for rule in ("math_block", "math_block_label"):
+        md.add_render_rule(rule, block)
+    return md
+
+
+# --- what a slide holds, and how tall it is likely to be ---------------------------------------------------------
+
+
+@dataclass
+class Piece:
+    """Something placed on a slide: its HTML and its estimated height in pixels."""
+
+    html: str
+    height: int
+
+
+@dataclass
+class Slide:
+    pieces: list[Piece] = field(default_factory=lambda: [])
+    notes: list[str] = field(default_factory=lambda: [])
+
+    @property
+    def height(self) -> int:
+        return sum(p.height for p in self.pieces)
+
+
+CHARS_PER_LINE = 105  # of prose at the deck's font size, on a 1280-px slide
+LINE = 32  # px per line of prose
+CODE_LINE = 23  # px per line of code or output
+CODE_MAX, OUTPUT_MAX, IMAGE_MAX = 330, 250, 500  # the boxes' max-height in slides.css
+
+
+def _prose_height(block: str) -> int:
+    """The estimated height of one markdown block (a paragraph, a list, a table, a formula, a heading)."""
+    lines = block.strip().splitlines() or [""]
+    if "![" in block:  # a diagram: slides.css caps it at 440 px
+        return 470 + _prose_height(re.sub(r"!\[[^\]]*\]\([^)]*\)", "", block)) * (len(block.strip()) > 300)
+    if block.lstrip().startswith("$$"):
+        rows = block.count("\\\\") + 1
+        return 30 + 42 * rows
+    if block.lstrip().startswith("|"):
+        return 20 + 40 * sum(1 for line in lines if not re.match(r"^\|[\s:|-]+\|$", line.strip()))
+    if block.lstrip().startswith("#"):
+        return {1: 90, 2: 70, 3: 55}.get(len(block) - len(block.lstrip("#")), 50)
+    if block.lstrip().startswith("```"):
+        return 24 + CODE_LINE * min(len(lines), CODE_MAX // CODE_LINE)
+    items = re.split(r"\n(?=\s*(?:[-*+]|\d+\.)\s)", block.strip())
+    text = [re.sub(r"\$[^$]*\$", "xxxxxx", item) for item in items]  # a formula reads shorter than its LaTeX
+    text = [re.sub(r"\]\([^)]*\)", "]", t) for t in text]  # a link's address is not shown
+    return 18 + sum(
+        LINE * max(1, -(-len(" ".join(t.split())) // (CHARS_PER_LINE - 4 * (len(items) > 1)))) for t in text
+    )
+
+
+def _blocks(source: str) -> list[str]:
+    """A markdown cell cut between its blocks (never inside a formula, a fenced code block or a list)."""
+    blocks: list[str] = []
+    current: list[str] = []
+    fence = None
+    for line in source.splitlines():
+        stripped = line.strip()
+        if (
+            fence is None
+            and (stripped.startswith("```") or stripped.startswith("$$"))
+            and not (stripped.startswith("$$") and stripped.endswith("$$") and len(stripped) > 4)
+        ):
+            fence = stripped[:3] if stripped.startswith("```") else "$$"
+            current.append(line)
+            continue
+        if fence is not None:
+            current.append(line)
+            if stripped.endswith(fence) and (stripped != fence or len(current) > 1):
+                fence = None
+            continue
+        if not stripped:
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    # a list's items separated by blank lines, or a line that introduces a list, stay with the list
+    merged: list[str] = []
+    for block in blocks:
+        is_item = re.match(r"\s*(?:[-*+]|\d+\.)\s", block) is not None
+        if (
+            merged
+            and is_item
+            and (re.match(r"\s*(?:[-*+]|\d+\.)\s", merged[-1]) or merged[-1].rstrip().endswith((":", "?")))
+        ):
+            merged[-1] += "\n\n" + block
+        else:
+            merged.append(block)
+    return merged
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return struct.unpack(">II", data[16:24])
+    return (800, 500)
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _stream(text: str) -> str:
+    """Printed text as a terminal shows it: a progress bar's carriage returns keep only the last state of a line."""
+    text = ANSI.sub("", text)
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
+def output_pieces(cell: Any) -> list[Piece]:
+    pieces: list[Piece] = []
+    texts: list[str] = []
+
+    def flush() -> None:
+        if texts:
+            body = "".join(texts).rstrip("\n")
+            lines = body.count("\n") + 1
+            pieces.append(
+                Piece(
+                    f'<pre class="output scroll">{html.escape(body)}</pre>',
+                    16 + min(OUTPUT_MAX, CODE_LINE * lines),
+                )
+            )
+            texts.clear()
+
+    for output in cell.get("outputs", []):
+        kind = output.get("output_type")
+        if kind == "stream":
+            texts.append(_stream(_text(output.get("text", ""))))
+            continue
+        if kind == "error":
+            texts.append(f"{output.get('ename', '')}: {output.get('evalue', '')}\n")
+            continue
+        data = output.get("data", {})
+        if "image/png" in data:
+            flush()
+            raw = base64.b64decode(_text(data["image/png"]))
+            width, height = _png_size(raw)
+            dpi_scale = 0.5 if width > 1400 else 1.0  # retina-sized figures
+            shown = min(IMAGE_MAX, height * dpi_scale, height * dpi_scale * min(1.0, 1180 / (width * dpi_scale)))
+            pieces.append(
+                Piece(f'<img class="figure" src="data:image/png;base64,{_text(data["image/png"])}" alt="figure">',
+                      int(shown) + 12))  # fmt: skip
+        elif "text/html" in data and "vega" in _text(data["text/html"]):
+            continue  # an interactive chart: its PNG twin follows
+        elif "text/plain" in data:
+            texts.append(_text(data["text/plain"]) + "\n")
+    flush()
+    return pieces
+
+
+def code_piece(source: str, label: str = "") -> Piece:
+    lines = source.count("\n") + 1
+    code = highlight(source, PythonLexer(), HtmlFormatter(nowrap=True))
+    badge = f'<span class="badge">{html.escape(label)}</span>' if label else ""
+    return Piece(
+        f'<div class="code scroll">{badge}<pre><code>{code}</code></pre></div>', 24 + min(CODE_MAX, CODE_LINE * lines)
+    )
+
+
+# --- a chapter's deck ------------------------------------------------------------------------------------------
+
+
+def _fix_links(source: str) -> str:
+    source = BADGE.sub("", source)
+    source = re.sub(r"\]\(student/([^)#]+)\.ipynb", r"](\1.html", source)
+    return re.sub(r"\]\((\d\d_[\w]+)\.ipynb", r"](\1.html", source)
+
+
+def _stub(student_source: str) -> str:
+    return "\n".join(line for line in student_source.splitlines() if not line.startswith("# ✏️")).strip("\n")
+
+
+def lesson_discussion(stem: str) -> list[tuple[str, str]]:
+    """The discussion questions of docs/lessons/<stem>.md and their answers: ``**Q:**`` and ``**A:**`` paragraphs
+    under its ``## Discussion`` heading."""
+    path = LESSONS / f"{stem}.md"
+    if not path.exists():
+        return []
+    text = path.read_text()
+    section = re.search(r"^## Discussion\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
+    if not section:
+        return []
+    pairs = re.findall(r"\*\*Q:\*\*\s*(.*?)\n\s*\*\*A:\*\*\s*(.*?)(?=\n\s*\*\*Q:\*\*|\Z)", section.group(1), re.DOTALL)
+    return [(" ".join(q.split()), a.strip()) for q, a in pairs]
+
+
+def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
+    """The deck's HTML, and its number of slides."""
+    complete = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    student = nbformat.read(NOTEBOOKS / "student" / f"{stem}.ipynb", as_version=4)
+    if len(complete.cells) != len(student.cells):
+        raise SystemExit(f"{stem}: the editions have {len(complete.cells)} and {len(student.cells)} cells")
+    sections: list[list[Slide]] = []
+    title = ""
+    section_title = ""
+
+    def new_section() -> None:
+        sections.append([Slide()])
+
+    def place(piece: Piece, keep_with_next: bool = False) -> None:
+        slide = sections[-1][-1]
+        if slide.pieces and slide.height + piece.height > BUDGET:
+            continued = Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)
+            sections[-1].append(Slide([continued]))
+        sections[-1][-1].pieces.append(piece)
+
+    pending_notes: list[str] = []
+    for cell, theirs in zip(complete.cells, student.cells, strict=True):
+        if cell.cell_type == "markdown":
+            source = _fix_links(cell.source)
+            for name, data in cell.get("attachments", {}).items():  # images pasted into the cell: inlined
+                mime, encoded = next(iter(data.items()))
+                source = source.replace(f"attachment:{name}", f"data:{mime};base64,{_text(encoded)}")
+            blocks = _blocks(source)
+            heading = re.match(r"^(#{1,2}) (.*)", blocks[0]) if blocks else None
+            if heading or not sections:
+                new_section()
+                section_title = heading.group(2) if heading else section_title
+                if heading and heading.group(1) == "#":
+                    title = heading.group(2)
+            for block in blocks:
+                place(Piece(md.render(block), _prose_height(block)))
+            continue
+        if cell.cell_type != "code":
+            continue
+        if not sections:
+            new_section()
+        tags = cell.metadata.get("tags", [])
+        if "exercise" in tags:
+            stub = _stub(theirs.source)
+            solution = "".join(SOLUTION.findall(cell.source)).strip("\n")
+            if "check_prediction(" in cell.source:
+                place(code_piece(stub, "predict"))
+                verdict = "".join(_text(o.get("text", "")) for o in cell.get("outputs", []))
+                sections[-1][-1].notes.append(
+                    f"<p><b>Answer</b> (say it after the measurement): <code>{html.escape(solution)}</code></p>"
+                    f"<p>{html.escape(verdict.strip())}</p>"
+                )
+            else:
+                place(code_piece(stub, "exercise"))
+                sections[-1][-1].notes.append(
+                    "<p><b>Solution</b></p><pre><code>"
+                    + highlight(solution, PythonLexer(), HtmlFormatter(nowrap=True))
+                    + "</code></pre>"
+                )
+            continue
+        code = code_piece(cell.source)
+        outputs = output_pieces(cell)
+        total = code.height + sum(p.height for p in outputs)
+        slide = sections[-1][-1]
+        if slide.pieces and slide.height + total > BUDGET:  # a cell and its outputs start a sub-slide together
+            sections[-1].append(Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)]))
+        for piece in [code, *outputs]:
+            place(piece)
+    del pending_notes
+
+    discussion = lesson_discussion(stem)
+    if discussion:
+        questions = "".join(f"<li>{md.renderInline(q)}</li>" for q, _ in discussion)
+        answers = "".join(f"<p><b>{md.renderInline(q)}</b></p>{md.render(a)}" for q, a in discussion)
+        sections.append([Slide([Piece(f"<h2>Discussion</h2><ol class=\"discussion\">{questions}</ol>", 500)],
+                               [answers])])  # fmt: skip
+
+    body = []
+    count = 0
+    for section in sections:
+        inner = []
+        for slide in section:
+            count += 1
+            notes = f'<aside class="notes">{"".join(slide.notes)}</aside>' if slide.notes else ""
+            inner.append(f"<section>{''.join(p.html for p in slide.pieces)}{notes}</section>")
+        body.append(inner[0] if len(inner) == 1 else f"<section>{''.join(inner)}</section>")
+    page = TEMPLATE.format(title=html.escape(title or stem), slides="\n".join(body), width=WIDTH, height=HEIGHT)
+    return page, count
+
+
+TEMPLATE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title} · slides</title>
+<link rel="stylesheet" href="reveal/dist/reset.css">
+<link rel="stylesheet" href="reveal/dist/reveal.css">
+<link rel="stylesheet" href="reveal/dist/theme/white.css">
+<link rel="stylesheet" href="slides.css">
+</head>
+<body>
+<div class="reveal"><div class="slides">
+{slides}
+</div></div>
+<script src="reveal/dist/reveal.js"></script>
+<script src="reveal/plugin/notes/notes.js"></script>
+<script>
+Reveal.initialize({{
+  width: {width}, height: {height}, margin: 0.02, minScale: 0.2, maxScale: 1.5,
+  center: false, hash: true, slideNumber: "h.v", transition: "none", plugins: [RevealNotes]
+}});
+</script>
+</body>
+</html>
+"""
+
+
+def index_page(decks: list[tuple[str, str, int]]) -> str:
+    rows = "".join(
+        f'<li><a href="{stem}.html">{html.escape(title)}</a> <span class="count">({n} slides)</span></li>'
+        for stem, title, n in decks
+    )
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Transformers from Scratch · slides'
+        '</title><link rel="stylesheet" href="slides.css"></head><body class="index"><h1>Transformers from Scratch'
+        f"</h1><p>One deck per chapter. Arrows move between slides; <kbd>s</kbd> opens the speaker notes "
+        f"(solutions, prediction answers, discussion answers); <kbd>Esc</kbd> shows the overview.</p><ol>{rows}"
+        "</ol></body></html>\n"
+    )
+
+
+def copy_assets(out: Path) -> None:
+    import sphinx_revealjs
+
+    reveal = Path(sphinx_revealjs.__file__).parent / "_static" / "revealjs"
+    target = out / "reveal"
+    shutil.rmtree(target, ignore_errors=True)
+    for part in ("dist/reset.css", "dist/reveal.css", "dist/reveal.js", "dist/theme/white.css",
+                 "dist/theme/fonts/source-sans-pro", "plugin/notes/notes.js", "LICENSE"):  # fmt: skip
+        source, dest = reveal / part, target / part
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest)
+    import matplotlib
+
+    fonts = out / "fonts"
+    fonts.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSerif.ttf", fonts)
+    css = (ROOT / "docs" / "slides" / "slides.css").read_text()
+    css += "\n/* Pygments */\n" + HtmlFormatter(style="default").get_style_defs(".code pre")
+    (out / "slides.css").write_text(css)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("chapters", nargs="*", help="chapter numbers (default: all)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    copy_assets(out)
+    md = markdown_renderer()
+    stems = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    chosen = [s for s in stems if not args.chapters or s[:2] in args.chapters]
+    decks = []
+    for stem in stems:
+        title = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4).cells[0].source.splitlines()[0].lstrip("# ")
+        if stem in chosen:
+            page, count = build_deck(stem, md)
+            (out / f"{stem}.html").write_text(page)
+            print(f"{stem}: {count} slides")
+        else:
+            count = 0
+        decks.append((stem, title, count))
+    (out / "index.html").write_text(index_page(decks))
+    print(f"decks in {out}/ (open index.html)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

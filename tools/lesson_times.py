@@ -1,0 +1,74 @@
+"""Put each section's measured run time into the lesson plans (docs/lessons/NN_*.md).
+
+    python tools/lesson_times.py            # rewrite the tables between the run-times markers
+    python tools/lesson_times.py --check    # exit 1 if a table differs from docs/lessons/run_times.json
+
+The times come from ``notebooks/build.py --execute`` (``make outputs``), which records how long each ``##``
+section's cells ran and on which machine, in docs/lessons/run_times.json. A plan's table is never written by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "docs" / "lessons"
+START, END = "<!-- run-times:start -->", "<!-- run-times:end -->"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
+def table(entry: dict) -> str:
+    rows = [f"| {section} | {_seconds(seconds)} |" for section, seconds in entry["sections"]]
+    total = sum(seconds for _, seconds in entry["sections"])
+    return "\n".join(
+        [
+            "| Section | Its cells run in |",
+            "| --- | ---: |",
+            *rows,
+            f"| **The whole notebook** | **{_seconds(total)}** |",
+            "",
+            f"Measured by `make outputs` on {entry['machine']}, training included (a laptop of the same class runs "
+            "close to this; with `SKIP_TRAINING` a training cell loads its weights in a second or two).",
+        ]
+    )
+
+
+def updated(text: str, entry: dict) -> str:
+    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(text):
+        raise SystemExit(f"no {START} ... {END} markers")
+    return pattern.sub(lambda _: f"{START}\n{table(entry)}\n{END}", text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    times = json.loads((LESSONS / "run_times.json").read_text())
+    stale = []
+    for path in sorted(LESSONS.glob("[0-9][0-9]_*.md")):
+        if path.stem not in times:
+            stale.append(f"{path.name}: no measured times (run `make outputs`)")
+            continue
+        text = path.read_text()
+        new = updated(text, times[path.stem])
+        if new != text:
+            if args.check:
+                stale.append(f"{path.name}: its run-times table differs from run_times.json")
+            else:
+                path.write_text(new)
+                print(f"{path.name}: run times written")
+    for problem in stale:
+        print(problem)
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
