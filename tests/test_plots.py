@@ -18,6 +18,7 @@ from course_utils import (
     positional_waves,
     sinusoidal_encoding,
 )
+from course_utils.teaching import plots
 
 TOKENS = ["the", "cat", "sat", "the", "mat"]
 
@@ -270,3 +271,32 @@ def test_the_palette_is_matplotlibs_cycle_once_course_utils_is_imported():
     from course_utils.teaching.plots import PALETTE
 
     assert [c.lower() for c in mpl.rcParams["axes.prop_cycle"].by_key()["color"]] == [c.lower() for c in PALETTE]
+
+
+def _smallest_text_px(fig, shown_width=900):
+    """The smallest text of a figure in screen pixels when a projected JupyterLab shows it at most ``shown_width``
+    pixels wide (a wider figure is shrunk, its text with it)."""
+    import matplotlib.text
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    scale = min(1.0, shown_width / (fig.get_figwidth() * fig.dpi))
+    sizes = [t.get_fontsize() * fig.dpi / 72 * scale for t in fig.findobj(matplotlib.text.Text)
+             if t.get_visible() and t.get_text().strip()]  # fmt: skip
+    return min(sizes)
+
+
+def test_every_plot_is_legible_when_projected():
+    torch.manual_seed(0)
+    words = "the cat sat on the mat and it was happy".split()
+    figures = {
+        "attention_heatmap": plots.attention_heatmap(torch.rand(10, 10).softmax(-1), words),
+        "attention_grid 8 heads": plots.attention_grid(torch.rand(8, 10, 10).softmax(-1), words),
+        "attention_grid 30 tokens": plots.attention_grid(torch.rand(4, 30, 30), [f"t{i}" for i in range(30)]),
+        "dependency_heatmap": plots.dependency_heatmap(torch.rand(3, 8, 8), [str(i) for i in range(8)]),
+        "positional_encoding_heatmap": plots.positional_encoding_heatmap(torch.rand(50, 64)),
+        "positional_waves": plots.positional_waves(torch.rand(50, 64)),
+    }
+    for name, fig in figures.items():
+        assert _smallest_text_px(fig) >= 12, f"{name}: text of {_smallest_text_px(fig):.1f} px on a projector"

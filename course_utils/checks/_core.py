@@ -93,14 +93,19 @@ def backpropagates(fn: Callable[..., Any], *args: Any, what: str = "the output")
     ``torch.no_grad()`` or NumPy returns the right numbers that no optimiser can learn from."""
     inputs = [a.detach().clone().requires_grad_(True) if isinstance(a, Tensor) and a.is_floating_point() else a
               for a in args]  # fmt: skip
-    got = call(fn, *inputs)
-    got = got[0] if isinstance(got, tuple | list) and got else got
-    leaves = [a for a in inputs if isinstance(a, Tensor) and a.requires_grad]
     reason = (
         f"{what} cannot be trained through: no gradient reaches the inputs. Something cut it off: .item(), "
         ".detach(), torch.no_grad(), .numpy() or a new tensor built from numbers (torch.tensor(...)). Keep every "
         "step in torch operations on the inputs"
     )
+    try:
+        got = call(fn, *inputs)
+    except NotYet as e:  # NumPy on a tensor that needs a gradient: PyTorch's advice (.detach()) would cut it
+        if "numpy()" in str(e) and "requires grad" in str(e):
+            raise NotYet(reason) from None
+        raise
+    got = got[0] if isinstance(got, tuple | list) and got else got
+    leaves = [a for a in inputs if isinstance(a, Tensor) and a.requires_grad]
     if not isinstance(got, Tensor) or not got.requires_grad:
         raise NotYet(reason)
     grads = torch.autograd.grad(got.float().sum(), leaves, allow_unused=True)

@@ -60,6 +60,10 @@ PE_SCHEME = "redblue"
 # yellow, black. tests/test_plots.py simulates protanopia, deuteranopia and tritanopia and holds every pair apart.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#000000"]
 mpl.rcParams["axes.prop_cycle"] = cycler(color=PALETTE)
+# Text legible from the back of a room: 11 pt is 15 px in a notebook, and at least 12 px where a projected
+# JupyterLab shrinks a wide figure to about 900 px (tests/test_plots.py measures every plot so).
+mpl.rcParams["font.size"] = 11
+SMALL_TEXT = 9.5  # points: the numbers written in heatmap cells, and legends with many entries
 
 
 def _array(x: Matrix, dims: tuple[int, ...], name: str) -> np.ndarray:
@@ -129,7 +133,7 @@ def _draw_heatmap(
         ax.set_title(title)
     if annotate:
         for (i, j), value in np.ndenumerate(w):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=SMALL_TEXT,
                     color="black" if value > 0.6 * vmax else "white")  # fmt: skip
     return image
 
@@ -313,7 +317,7 @@ def positional_waves(pe: Matrix, dims: Sequence[int] = (0, 1, 4, 8, 16), *, titl
                 label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})")  # fmt: skip
     ax.set_xlabel("position")
     ax.set_ylabel("PE(pos, dim)")
-    ax.legend(loc="upper right", fontsize=8, ncols=len(dims))
+    ax.legend(loc="upper right", fontsize=SMALL_TEXT, ncols=len(dims))
     ax.set_ylim(-1.2, 1.55)
     if title:
         ax.set_title(title)
