@@ -100,7 +100,7 @@ def test_sampling_step_accepts_another_way_of_drawing(capsys):
     "mistake, words",
     [
         ({"divide": False}, "multiplied by the temperature"),
-        ({"use_temperature": False}, "temperature is ignored"),
+        ({"use_temperature": False}, "temperature has no effect"),
         ({"use_top_k": False}, "top_k is ignored"),
         ({"fill": 0.0}, "not 0"),
         ({"invert": True}, "mask is inverted"),

@@ -161,3 +161,31 @@ def test_an_integer_result_where_floats_are_expected_is_told_its_dtype():
         assert "dtype torch.int64; expected torch.float32" in str(e)
     else:
         raise AssertionError("an int64 result passed for a float one")
+
+
+def test_a_table_built_from_sizes_may_be_on_the_notebooks_device():
+    """A function given no tensor (a mask, an encoding table) takes no device from its inputs: built on the default
+    device or on the notebook's `device` (a GPU on Colab), both are right, and `any_device` compares it where the
+    reference is. Only a meta tensor, which holds no values, is refused."""
+    from course_utils.checks._core import any_device
+
+    reference = torch.zeros(2)
+    moved = any_device(torch.ones(2, device="cpu"), reference, "the table")
+    assert moved.device == reference.device
+    try:
+        any_device(torch.ones(2, device="meta"), reference, "the table")
+    except NotYet as e:
+        assert "meta device, which holds no values" in str(e)
+    else:
+        raise AssertionError("a meta tensor passed")
+
+
+def test_a_nan_where_a_number_is_expected_is_a_difference():
+    from course_utils.checks._core import same
+
+    try:
+        same(torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 2.0]), "the loss")
+    except NotYet as e:
+        assert "differs at index (1,)" in str(e) and "nan" in str(e)
+    else:
+        raise AssertionError("a NaN passed for 2.0")

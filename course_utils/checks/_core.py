@@ -102,7 +102,10 @@ def backpropagates(fn: Callable[..., Any], *args: Any, what: str = "the output")
         got = call(fn, *inputs)
     except NotYet as e:  # NumPy on a tensor that needs a gradient: PyTorch's advice (.detach()) would cut it
         if "numpy()" in str(e) and "requires grad" in str(e):
-            raise NotYet(reason) from None
+            raise NotYet(
+                f"{what} cannot be trained through: it goes through NumPy (.numpy()), where no gradient follows. "
+                "Keep every step in torch operations on the inputs"
+            ) from None
         raise
     got = got[0] if isinstance(got, tuple | list) and got else got
     leaves = [a for a in inputs if isinstance(a, Tensor) and a.requires_grad]
@@ -155,6 +158,20 @@ def not_called(module: torch.nn.Module) -> Generator[None, None, None]:
         raise NotYet(MISTAKES["called the layer"])
 
 
+def any_device(got: Any, reference: Tensor, what: str) -> Any:
+    """``got`` where ``reference`` is, for a function given no tensor to take a device from (a mask or a table built
+    from sizes, a batch built from lists): its result may be on the default device or on the notebook's ``device``,
+    both right. Only the meta device, which holds no values, is named."""
+    if isinstance(got, Tensor) and got.device != reference.device:
+        if got.device.type == "meta":
+            raise NotYet(
+                f"{what} is on the meta device, which holds no values: build it on a real device (with no "
+                "device=..., the default one)"
+            )
+        return got.to(reference.device)
+    return got
+
+
 def each_case(one: Callable[..., str], cases: list[dict[str, Any]]) -> str:
     """``one(**case)`` for every case, and the first case's success message. The first case is the main test; the
     others change its values (lengths, ids, seeds), so that an answer with one of them hard-coded fails, told which
@@ -201,6 +218,7 @@ def same(got: object, expected: Tensor, what: str, atol: float = 1e-5) -> None:
     ):
         raise NotYet(f"{what} has dtype {got.dtype}; expected {expected.dtype}")
     bad = (got.double() - expected.double()).abs() > atol + 1e-4 * expected.double().abs()
+    bad |= got.double().isnan() & ~expected.double().isnan()  # NaN compares as not greater: named here
     if bad.any():
         where = tuple(int(i) for i in bad.nonzero()[0])
         raise NotYet(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ from torch import Tensor
 
 from ..model.attention import scaled_dot_product_attention
 from ..model.masks import causal_mask
-from ._core import NotYet, Verdict, backpropagates, call, differs, same, verdict
+from ._core import MISTAKES, NotYet, Verdict, backpropagates, call, differs, each_case, name_mistake, same, verdict
 
 __all__ = [
     "check_attention_with_bias",
@@ -24,41 +25,169 @@ __all__ = [
 ]
 
 
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """``call``, with PyTorch's error for ``.view`` on a transposed tensor explained."""
+    try:
+        return call(fn, *args)
+    except NotYet as e:
+        if "view size is not compatible" in str(e):
+            raise NotYet(
+                f"{e} (after a transpose the tensor's memory is no longer in that order, so .view cannot regroup its "
+                "axes: use .reshape(...), or .contiguous().view(...))"
+            ) from None
+        raise
+
+
+def _output(got: Any, out_shape: tuple[int, ...], weights_shape: tuple[int, ...]) -> Any:
+    """The output of an answer that may return ``output`` or ``(output, weights)`` (a tuple or a list); the weights
+    returned in its place are named."""
+    if isinstance(got, tuple | list) and got:
+        pair: list[Any] = list(got)
+        if (
+            len(pair) == 2
+            and all(isinstance(t, Tensor) for t in pair)
+            and (tuple(pair[0].shape), tuple(pair[1].shape)) == (weights_shape, out_shape) != (out_shape, weights_shape)
+        ):
+            raise NotYet("the pair is (weights, output): return the output first, (weights @ value, weights)")
+        got = pair[0]
+    if isinstance(got, Tensor) and tuple(got.shape) == weights_shape != out_shape:
+        raise NotYet(
+            f"this is the weights' shape {weights_shape}, (..., T_q, T_k): the output is the weighted sum of the "
+            "values, weights @ value"
+        )
+    return got
+
+
+def _same_or_nan(got: object, buggy: Tensor) -> bool:
+    """``got`` equals ``buggy``, NaN where it has NaN (a row whose keys are all hidden by ``-inf``)."""
+    return (
+        isinstance(got, Tensor)
+        and got.device == buggy.device
+        and got.shape == buggy.shape
+        and torch.allclose(got.double(), buggy.double(), atol=1e-5, equal_nan=True)
+    )
+
+
+def _axes(ndim: int) -> dict[int, str]:
+    """The axes of ``ndim``-d scores other than the keys', as the softmax mistakes name them."""
+    implicit = ", which F.softmax picks when given no dim="
+    names = {0: "the batch axis (dim=0" + (implicit if ndim == 3 else "") + ")"}
+    if ndim == 4:
+        names[1] = "the heads axis (dim=1" + implicit + ")"
+    names[ndim - 2] = "the queries (dim=-2)"
+    return names
+
+
+def _with_heads(one: Callable[..., str], case: dict[str, Any]) -> None:
+    """``one(**case)`` on 4-d inputs ``(B, h, T, d_k)``, told apart from the 3-d cases: an answer that indexes axes
+    from the front (``key.transpose(1, 2)``, ``softmax(dim=2)``) is right on 3-d inputs only."""
+    try:
+        one(**case)
+    except NotYet as e:
+        how = (
+            "torch.bmm takes 3-d tensors only: use @ (torch.matmul), which keeps any leading dimensions"
+            if "must be a 3D tensor" in str(e)
+            else "index the axes from the end, key.transpose(-2, -1) and softmax(dim=-1), so that any leading "
+            "dimensions work"
+        )
+        raise NotYet(
+            f"right on 3-d inputs (B, T, d_k), not on 4-d ones (B, h, T, d_k), as multi-head attention passes: {how} "
+            f"({e})"
+        ) from None
+
+
 def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
     """``fn(query, key, value, mask=None)`` returns the output, or ``(output, weights)``."""
 
-    def run() -> str:
-        g = torch.Generator().manual_seed(0)
-        q, k, v = (torch.randn(2, n, 8, generator=g) for n in (3, 5, 5))  # T_q = 3, T_k = 5
-        for mask in (None, torch.rand(3, 5, generator=g) > 0.3, causal_mask(5)[-3:]):
-            mask = None if mask is None else mask | torch.eye(3, 5, dtype=torch.bool)  # no empty rows
-            out = call(fn, q, k, v, mask)
-            out = out[0] if isinstance(out, tuple) else out
+    def one(B: int, T_q: int, T_k: int, d_k: int, d_v: int, seed: int, heads: int | None = None) -> str:
+        g = torch.Generator().manual_seed(seed)
+        lead = (B,) if heads is None else (B, heads)
+        q, k, v = (torch.randn(*lead, n, d, generator=g) for n, d in ((T_q, d_k), (T_k, d_k), (T_k, d_v)))
+        lengths = torch.randint(1, T_k + 1, (B,), generator=g)
+        padding = (torch.arange(T_k) < lengths[:, None]).view(B, *([1] * len(lead)), T_k)  # (B, 1, T_k) or 4-d
+        random = (torch.rand(T_q, T_k, generator=g) > 0.3) | torch.eye(T_q, T_k, dtype=torch.bool)  # no empty rows
+        scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k), not yet scaled
+        scaled = scores / math.sqrt(d_k)
+        for mask in (None, random, causal_mask(T_k)[-T_q:], padding):
+            got = _output(call(fn, q, k, v, mask), (*lead, T_q, d_v), (*lead, T_q, T_k))
             expected, _ = scaled_dot_product_attention(q, k, v, mask)
             torch.testing.assert_close(expected, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
-            if mask is None and not differs(out, (q @ k.transpose(-2, -1)).softmax(-1) @ v):
-                raise NotYet("the scores are not divided by sqrt(d_k): use q @ k.transpose(-2, -1) / math.sqrt(d_k)")
-            if mask is None and not differs(out, (q @ k.transpose(-2, -1) / math.sqrt(8)).softmax(-2) @ v):
-                raise NotYet(
-                    "softmax runs over the queries (dim=-2); each query's weights over the keys must sum to 1: dim=-1"
+            if mask is None:
+                root = f"divide by math.sqrt(query.size(-1)) = sqrt({d_k})"
+                scales = [
+                    (1.0, "the scores are not divided by sqrt(d_k): use q @ k.transpose(-2, -1) / math.sqrt(d_k)"),
+                    (d_k, f"the scores are divided by d_k = {d_k}, not by its square root: {root}"),
+                    (1 / math.sqrt(d_k), f"the scores are multiplied by sqrt(d_k); {root}"),
+                    (math.sqrt(d_v), f"the scores are divided by sqrt(d_v) = sqrt({d_v}), the values' size: {root}"),
+                    (math.sqrt(T_k), f"the scores are divided by sqrt({T_k}), the number of keys T_k: {root}"),
+                    (math.sqrt(T_q), f"the scores are divided by sqrt({T_q}), the number of queries T_q: {root}"),
+                    (math.sqrt(512), f"the scores are divided by sqrt(512), the paper's d_model: {root}"),
+                ]
+                if heads is not None:
+                    scales += [
+                        (math.sqrt(heads), f"the scores are divided by sqrt({heads}), the number of heads: {root}"),
+                        (math.sqrt(heads * d_k), f"the scores are divided by sqrt(h * d_k) = sqrt(d_model): {root}"),
+                    ]
+                name_mistake(got, expected, [((scores / s).softmax(-1) @ v, message) for s, message in scales])
+                name_mistake(
+                    got,
+                    expected,
+                    [
+                        (scaled.softmax(dim) @ v, f"softmax runs over {name}; each query's weights over the keys must "
+                         "sum to 1: dim=-1")
+                        for dim, name in _axes(scaled.dim()).items()
+                    ],
+                )  # fmt: skip
+            else:
+                flipped = [scaled.masked_fill(mask, fill).softmax(-1) @ v for fill in (float("-inf"), -1e9)]
+                if any(_same_or_nan(got, buggy) for buggy in flipped):
+                    raise NotYet(MISTAKES["flipped mask"])
+                weights = scaled.softmax(-1)
+                name_mistake(
+                    got,
+                    expected,
+                    [
+                        (
+                            weights @ v,
+                            "the output with a mask equals the output without one: the mask is ignored. Hide the "
+                            'scores where it is False, scores.masked_fill(~mask, float("-inf")), before the softmax',
+                        ),
+                        (
+                            weights.masked_fill(~mask, 0.0) @ v,
+                            "the mask is applied after the softmax: the weights left no longer sum to 1. Hide the "
+                            'scores before it, scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)',
+                        ),
+                        (
+                            scaled.masked_fill(~mask, 0.0).softmax(-1) @ v,
+                            "the hidden scores are set to 0, and a score of 0 still gets the weight e^0 in the "
+                            'softmax: fill them with float("-inf"), masked_fill(~mask, float("-inf"))',
+                        ),
+                        (
+                            (scaled + mask.float()).softmax(-1) @ v,
+                            "the bool mask is added to the scores (True counts as 1), which hides nothing: "
+                            'scores.masked_fill(~mask, float("-inf"))',
+                        ),
+                    ],
                 )
-            if mask is not None:
-                flipped = (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(mask, float("-inf")).softmax(-1) @ v
-                if (
-                    isinstance(out, Tensor)
-                    and out.shape == flipped.shape
-                    and torch.allclose(out, flipped, equal_nan=True)
-                ):
-                    raise NotYet(
-                        "the mask's convention is flipped: True means *may attend*, so hide the scores where the mask "
-                        'is False, scores.masked_fill(~mask, float("-inf"))'
-                    )
-            same(out, expected, "the output" + (" with a mask" if mask is not None else ""))
-        backpropagates(fn, q, k, v, None, what="the attention output")
+            same(got, expected, "the output" + (" with a mask" if mask is not None else ""))
         return (
             "your attention equals course_utils.scaled_dot_product_attention and PyTorch's "
             "F.scaled_dot_product_attention, with and without masks."
         )
+
+    def run() -> str:
+        message = each_case(
+            one,
+            [
+                dict(B=2, T_q=3, T_k=5, d_k=8, d_v=6, seed=0),
+                dict(B=3, T_q=4, T_k=7, d_k=16, d_v=12, seed=1),
+            ],
+        )
+        _with_heads(one, dict(B=2, T_q=3, T_k=5, d_k=4, d_v=6, seed=2, heads=4))
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, n, 8, generator=g) for n in (3, 5, 5))
+        backpropagates(fn, q, k, v, None, what="the attention output")
+        return message
 
     return verdict(run)
 
@@ -66,18 +195,39 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
 def check_split_heads(fn: Callable[..., Any]) -> Verdict:
     """``fn(x (B, T, d_model), n_heads)`` returns ``(B, n_heads, T, d_k)``."""
 
-    def run() -> str:
-        x = torch.arange(2 * 3 * 8, dtype=torch.float32).reshape(2, 3, 8)
-        got = call(fn, x, 4)
-        expected = x.view(2, 3, 4, 2).transpose(1, 2)
-        if isinstance(got, Tensor) and got.shape == (2, 3, 4, 2):
+    def one(B: int, T: int, d_model: int, n_heads: int) -> str:
+        x = torch.arange(B * T * d_model, dtype=torch.float32).reshape(B, T, d_model)
+        d_k = d_model // n_heads
+        got = _call(fn, x, n_heads)
+        expected = x.view(B, T, n_heads, d_k).transpose(1, 2)
+        if isinstance(got, Tensor) and got.shape == (B, T, n_heads, d_k):
             raise NotYet("shape (B, T, h, d_k): the heads axis must come before T, so add .transpose(1, 2)")
-        if isinstance(got, Tensor) and got.shape == expected.shape and torch.equal(got, x.view(2, 4, 3, 2)):
-            raise NotYet(
-                "right shape, wrong values: x.view(B, h, T, d_k) mixes positions; view(B, T, h, d_k) then transpose(1, 2)"
-            )
+        if isinstance(got, Tensor) and got.shape == (B, n_heads, d_k, T) != expected.shape:
+            raise NotYet("shape (B, h, d_k, T): T and d_k are swapped; only the heads axis moves, .transpose(1, 2)")
+        name_mistake(
+            got,
+            expected,
+            [
+                (
+                    x.view(B, n_heads, T, d_k),
+                    "right shape, wrong values: x.view(B, h, T, d_k) mixes positions; "
+                    "view(B, T, h, d_k) then transpose(1, 2)",
+                ),
+                (
+                    x.view(B, T, d_k, n_heads).permute(0, 3, 1, 2),
+                    "right shape, wrong values: the last axis is viewed as (d_k, h), so head i gets the interleaved "
+                    "features i, i + h, i + 2h, ...; head i owns the block i * d_k to (i + 1) * d_k - 1: "
+                    "view(B, T, h, d_k) then transpose(1, 2)",
+                ),
+            ],
+        )
         same(got, expected, "split heads")
         return "split_heads is right: (B, T, d_model) -> (B, T, h, d_k) -> (B, h, T, d_k)."
+
+    def run() -> str:
+        message = each_case(one, [dict(B=2, T=3, d_model=8, n_heads=4), dict(B=3, T=5, d_model=12, n_heads=3)])
+        backpropagates(fn, torch.randn(2, 3, 8), 4, what="split_heads's output")
+        return message
 
     return verdict(run)
 
@@ -85,14 +235,33 @@ def check_split_heads(fn: Callable[..., Any]) -> Verdict:
 def check_merge_heads(fn: Callable[..., Any]) -> Verdict:
     """``fn(x (B, n_heads, T, d_k))`` returns ``(B, T, n_heads * d_k)``, the heads side by side."""
 
-    def run() -> str:
-        x = torch.arange(2 * 4 * 3 * 2, dtype=torch.float32).reshape(2, 4, 3, 2)
-        got = call(fn, x)
-        expected = x.transpose(1, 2).reshape(2, 3, 8)
-        if isinstance(got, Tensor) and got.shape == expected.shape and torch.equal(got, x.reshape(2, 3, 8)):
-            raise NotYet("right shape, wrong values: transpose(1, 2) back to (B, T, h, d_k) before the reshape")
+    def one(B: int, n_heads: int, T: int, d_k: int) -> str:
+        x = torch.arange(B * n_heads * T * d_k, dtype=torch.float32).reshape(B, n_heads, T, d_k)
+        got = _call(fn, x)
+        expected = x.transpose(1, 2).reshape(B, T, n_heads * d_k)
+        name_mistake(
+            got,
+            expected,
+            [
+                (
+                    x.reshape(B, T, n_heads * d_k),
+                    "right shape, wrong values: transpose(1, 2) back to (B, T, h, d_k) before the reshape",
+                ),
+                (
+                    x.permute(0, 2, 3, 1).reshape(B, T, n_heads * d_k),
+                    "right shape, wrong values: the heads are interleaved (feature j of head i lands at j * h + i), "
+                    "as permute(0, 2, 3, 1) puts d_k before h: transpose(1, 2) only, to (B, T, h, d_k), so that each "
+                    "head's d_k features stay side by side",
+                ),
+            ],
+        )
         same(got, expected, "merged heads")
         return "merge_heads is right: (B, h, T, d_k) -> (B, T, h, d_k) -> (B, T, h * d_k)."
+
+    def run() -> str:
+        message = each_case(one, [dict(B=2, n_heads=4, T=3, d_k=2), dict(B=3, n_heads=3, T=5, d_k=4)])
+        backpropagates(fn, torch.randn(2, 4, 3, 2), what="merge_heads's output")
+        return message
 
     return verdict(run)
 
@@ -101,33 +270,58 @@ def check_attention_with_bias(fn: Callable[..., Any]) -> Verdict:
     """``fn(query, key, value, bias)`` returns ``softmax(Q K^T / sqrt(d_k) + bias) V``, or ``(output, weights)``;
     ``bias`` is a float ``(T_q, T_k)`` added to the scaled scores."""
 
-    def run() -> str:
-        g = torch.Generator().manual_seed(0)
-        q, k, v = (torch.randn(2, n, 8, generator=g) for n in (3, 5, 5))  # T_q = 3, T_k = 5, d_k = 8
-        distance = (torch.arange(3)[:, None] + 2 - torch.arange(5)).abs()  # (3, 5): queries sit at positions 2-4
-        bias = -0.75 * distance.float()  # (T_q, T_k): far keys are penalised, as ALiBi does
-        out = call(fn, q, k, v, bias)
-        out = out[0] if isinstance(out, tuple) else out
-        scores = q @ k.transpose(-2, -1)  # (2, T_q, T_k), not yet scaled
-        mistakes = {
-            "the bias is added after the softmax: add it to the scores, before .softmax(dim=-1)": (
-                (scores / math.sqrt(8)).softmax(-1) + bias
-            )
-            @ v,
-            "the bias is divided by sqrt(d_k) with the scores: scale Q K^T first, then add the bias": (
-                (scores + bias) / math.sqrt(8)
-            ).softmax(-1)
-            @ v,
-            "the bias is ignored: add it to the scaled scores": (scores / math.sqrt(8)).softmax(-1) @ v,
-            "the bias multiplies the scores; it is additive: scores + bias": (scores / math.sqrt(8) * bias).softmax(-1)
-            @ v,
-        }
-        for message, buggy in mistakes.items():
-            if not differs(out, buggy):
-                raise NotYet(message)
+    def one(B: int, T_q: int, T_k: int, d_k: int, slope: float, seed: int, heads: int | None = None) -> str:
+        g = torch.Generator().manual_seed(seed)
+        lead = (B,) if heads is None else (B, heads)
+        q, k, v = (torch.randn(*lead, n, d_k, generator=g) for n in (T_q, T_k, T_k))
+        distance = (torch.arange(T_q)[:, None] + T_k - T_q - torch.arange(T_k)).abs().float()  # queries: the last
+        # far keys are penalised, as ALiBi does; with heads, one slope per head: a (h, T_q, T_k) bias
+        bias = -slope * (distance if heads is None else torch.arange(1, heads + 1)[:, None, None] * distance)
+        out = _output(call(fn, q, k, v, bias), (*lead, T_q, d_k), (*lead, T_q, T_k))
+        scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k), not yet scaled
+        scaled = scores / math.sqrt(d_k)
         expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # PyTorch adds a float attn_mask
+        mistakes = [
+            (
+                (scaled.softmax(-1) + bias) @ v,
+                "the bias is added after the softmax: add it to the scores, before .softmax(dim=-1)",
+            ),
+            (
+                ((scores + bias) / math.sqrt(d_k)).softmax(-1) @ v,
+                "the bias is divided by sqrt(d_k) with the scores: scale Q K^T first, then add the bias",
+            ),
+            (scaled.softmax(-1) @ v, "the bias is ignored: add it to the scaled scores"),
+            ((scaled * bias).softmax(-1) @ v, "the bias multiplies the scores; it is additive: scores + bias"),
+            (
+                (scores + bias).softmax(-1) @ v,
+                "the scores are not divided by sqrt(d_k): q @ k.transpose(-2, -1) / math.sqrt(d_k), then + bias",
+            ),
+            (
+                (scaled - bias).softmax(-1) @ v,
+                "the bias is subtracted; it is added, scores + bias (a penalty is already negative: -slope * distance)",
+            ),
+            (
+                (scaled + bias).softmax(-2) @ v,
+                "softmax runs over the queries (dim=-2); each query's weights over the keys must sum to 1: dim=-1",
+            ),
+        ]
+        name_mistake(out, expected, mistakes)
         same(out, expected, "the output")
         return "right: softmax(Q K^T / sqrt(d_k) + bias) V, as F.scaled_dot_product_attention with a float attn_mask."
+
+    def run() -> str:
+        message = each_case(
+            one,
+            [
+                dict(B=2, T_q=3, T_k=5, d_k=8, slope=0.75, seed=0),
+                dict(B=3, T_q=4, T_k=7, d_k=16, slope=0.5, seed=1),
+            ],
+        )
+        _with_heads(one, dict(B=2, T_q=3, T_k=5, d_k=4, slope=0.25, seed=2, heads=4))
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, n, 8, generator=g) for n in (3, 5, 5))
+        backpropagates(fn, q, k, v, -0.75 * torch.rand(3, 5, generator=g), what="the attention output")
+        return message
 
     return verdict(run)
 
@@ -136,9 +330,9 @@ def check_fused_head_projections(fn: Callable[..., Any]) -> Verdict:
     """``fn(head_weights)``: ``h`` matrices ``W_i`` of shape ``(d_model, d_k)`` (the paper's layout,
     ``q_i = x @ W_i``) -> the ``(h * d_k, d_model)`` weight of one ``nn.Linear`` that computes every head."""
 
-    def run() -> str:
-        g = torch.Generator().manual_seed(0)
-        d_model, n_heads, d_k = 8, 2, 4
+    def one(d_model: int, n_heads: int, seed: int) -> str:
+        g = torch.Generator().manual_seed(seed)
+        d_k = d_model // n_heads
         heads = [torch.randn(d_model, d_k, generator=g) for _ in range(n_heads)]
         got = call(fn, heads)
         expected = torch.cat(heads, dim=1).T  # (h * d_k, d_model): nn.Linear's (out, in)
@@ -146,7 +340,8 @@ def check_fused_head_projections(fn: Callable[..., Any]) -> Verdict:
         if not differs(got, expected.T):
             raise NotYet(
                 "this is the paper's W^Q, (d_model, h * d_k) = (in, out); nn.Linear stores its weight as "
-                "(out, in): transpose it, torch.cat(head_weights, dim=1).T"
+                "(out, in): transpose it, torch.cat(head_weights, dim=1).T (.reshape and .view keep this layout: they do "
+                "not transpose)"
             )
         if not differs(got, interleaved.T) or not differs(got, interleaved):
             raise NotYet(
@@ -158,6 +353,18 @@ def check_fused_head_projections(fn: Callable[..., Any]) -> Verdict:
                 f"shape {tuple(got.shape)}: the heads are concatenated along the input axis; each head adds "
                 "d_k output features: concatenate the W_i along dim=1, then transpose"
             )
+        name_mistake(
+            got,
+            expected,
+            [
+                (
+                    torch.stack(heads).reshape(n_heads * d_k, d_model),
+                    "right shape, wrong values: .reshape (or .view) of the stacked (h, d_model, d_k) to "
+                    "(h * d_k, d_model) keeps the numbers in memory order, which scrambles the rows; it does not "
+                    "transpose: torch.cat(head_weights, dim=1).T",
+                ),
+            ],
+        )
         same(got, expected, "the fused weight")
         linear = torch.nn.Linear(d_model, d_model, bias=False)
         with torch.no_grad():
@@ -169,6 +376,14 @@ def check_fused_head_projections(fn: Callable[..., Any]) -> Verdict:
             "right: loaded into nn.Linear(d_model, d_model), head i's queries are output features i*d_k to (i+1)*d_k."
         )
 
+    def run() -> str:
+        cases = [
+            dict(d_model=8, n_heads=2, seed=0),
+            dict(d_model=12, n_heads=3, seed=1),
+            dict(d_model=12, n_heads=4, seed=2),
+        ]
+        return each_case(one, cases)
+
     return verdict(run)
 
 
@@ -176,27 +391,65 @@ def check_grouped_query_attention(fn: Callable[..., Any]) -> Verdict:
     """``fn(query (B, h, T_q, d_k), key (B, g, T_k, d_k), value (B, g, T_k, d_k))`` returns ``(B, h, T_q, d_k)``
     (or ``(output, weights)``): query heads ``i * h // g`` to ``(i + 1) * h // g - 1`` share key/value head ``i``."""
 
-    def run() -> str:
-        g = torch.Generator().manual_seed(0)
-        for n_heads, n_kv_heads in ((4, 2), (6, 3), (4, 1), (2, 2)):
-            q = torch.randn(2, n_heads, 3, 8, generator=g)  # (B, h, T_q = 3, d_k)
-            k, v = (torch.randn(2, n_kv_heads, 5, 8, generator=g) for _ in range(2))  # (B, g, T_k = 5, d_k)
-            out = call(fn, q, k, v)
-            out = out[0] if isinstance(out, tuple) else out
-            group = n_heads // n_kv_heads
-            expand = (k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1))  # (B, h, T_k, d_k)
-            expected, _ = scaled_dot_product_attention(q, *expand)
-            if group > 1 and n_kv_heads > 1:
-                tiled, _ = scaled_dot_product_attention(q, k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1))
-                if not differs(out, tiled):
-                    raise NotYet(
-                        "query head i uses key/value head i % g: .repeat tiles the groups; neighbouring query heads "
-                        "share one key/value head: k.repeat_interleave(h // g, dim=1)"
-                    )
-                first, _ = scaled_dot_product_attention(q, k[:, :1], v[:, :1])
-                if not differs(out, first):
-                    raise NotYet("every query head uses key/value head 0; that is multi-query attention (g = 1)")
-            same(out, expected, f"the output with h={n_heads}, g={n_kv_heads}")
+    def one(n_heads: int, n_kv_heads: int, seed: int) -> str:
+        g = torch.Generator().manual_seed(seed)
+        q = torch.randn(2, n_heads, 3, 8, generator=g)  # (B, h, T_q = 3, d_k)
+        k, v = (torch.randn(2, n_kv_heads, 5, 8, generator=g) for _ in range(2))  # (B, g, T_k = 5, d_k)
+        group = n_heads // n_kv_heads
+        try:
+            got = call(fn, q, k, v)
+        except NotYet as e:  # (B, g * g, T_k, d_k) keys against (B, h, T_q, d_k) queries: PyTorch names both sizes
+            sizes = sorted(int(n) for n in re.findall(r"\((\d+)\)", str(e)))
+            if "must match" in str(e) and group != n_kv_heads and sizes == sorted((n_heads, n_kv_heads**2)):
+                named.append(
+                    f"each key/value head is repeated g = {n_kv_heads} times, which gives {n_kv_heads**2} heads for "
+                    f"h = {n_heads} query heads: repeat it h // g = {group} times, the number of query heads it "
+                    f"serves, k.repeat_interleave(query.size(1) // key.size(1), dim=1) ({e})"
+                )
+            raise
+        out = _output(got, (2, n_heads, 3, 8), (2, n_heads, 3, 5))
+        expand = (k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1))  # (B, h, T_k, d_k)
+        expected, _ = scaled_dot_product_attention(q, *expand)
+        tiled, _ = scaled_dot_product_attention(q, k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1))
+        first, _ = scaled_dot_product_attention(q, k[:, :1], v[:, :1])
+        unscaled = (q @ expand[0].transpose(-2, -1)).softmax(-1) @ expand[1]
+        name_mistake(
+            out,
+            expected,
+            [
+                (
+                    tiled,
+                    "query head i uses key/value head i % g: .repeat tiles the groups; neighbouring query heads "
+                    "share one key/value head: k.repeat_interleave(h // g, dim=1)",
+                ),
+                (first, "every query head uses key/value head 0; that is multi-query attention (g = 1)"),
+                (unscaled, "the scores are not divided by sqrt(d_k): call scaled_dot_product_attention, which does"),
+            ],
+        )
+        same(out, expected, f"the output with h={n_heads}, g={n_kv_heads}")
         return "grouped-query attention is right: h // g neighbouring query heads share each key/value head."
+
+    named: list[str] = []  # a mistake told as itself, not as each_case's question about a hard-coded value
+
+    def run() -> str:
+        try:
+            message = each_case(
+                one,
+                [
+                    dict(n_heads=4, n_kv_heads=2, seed=0),
+                    dict(n_heads=6, n_kv_heads=3, seed=1),
+                    dict(n_heads=4, n_kv_heads=1, seed=2),
+                    dict(n_heads=8, n_kv_heads=2, seed=3),
+                    dict(n_heads=2, n_kv_heads=2, seed=4),
+                ],
+            )
+        except NotYet:
+            if named:
+                raise NotYet(named[0]) from None
+            raise
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, h, n, 8, generator=g) for h, n in ((4, 3), (2, 5), (2, 5)))
+        backpropagates(fn, q, k, v, what="the grouped-query attention output")
+        return message
 
     return verdict(run)

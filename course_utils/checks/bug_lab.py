@@ -8,9 +8,11 @@ that the student edition does not show the bug next to the question; reading thi
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -18,7 +20,7 @@ from ..model.attention import MultiHeadAttention
 from ..model.encoder import Encoder
 from ..model.masks import padding_mask
 from ..model.positional import PositionalEncoding
-from ._core import NotYet, Verdict, call, verdict
+from ._core import NotYet, Verdict, call, each_case, verdict
 from .predictions import Question, judge
 
 __all__ = ["MYSTERIES", "Mystery", "check_diagnosis", "check_future_leak", "mystery_model"]
@@ -239,13 +241,6 @@ def check_diagnosis(diagnose: Callable[[], str] | str | None, name: str) -> Verd
 # --- the causality probe's core step ---------------------------------------------------------------------------
 
 
-def _leak(fn: Callable[[Tensor], Tensor], tokens: Tensor, j: int, new_id: int) -> float:
-    changed = tokens.clone()
-    changed[:, j] = new_id
-    with torch.no_grad():
-        return float((fn(changed)[:, :j] - fn(tokens)[:, :j]).abs().max()) if j > 0 else 0.0
-
-
 def _test_models() -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]:
     """A causal model and a leaky one, ids (B, T) -> (B, T, V). Called inside a check, whose verdict keeps the
     student's random state."""
@@ -259,38 +254,162 @@ def _test_models() -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tenso
     return (lambda t: model(t, True)), (lambda t: model(t, False))
 
 
+# The toy models' weight at each position: uneven, so that output j moves less than a later one and the positions
+# before j move by different amounts (a probe that reads the wrong positions gets another number).
+_TOY_WEIGHTS = torch.tensor([1.0, 3.0, 2.0, 2.5, 2.0, 4.0, 1.5, 3.0])
+
+
+def _toy_causal(tokens: Tensor) -> Tensor:
+    """ids (B, T) -> (B, T, 1): output i is the sum of the ids up to i, times a weight of position i."""
+    return (_TOY_WEIGHTS[: tokens.size(1)] * tokens.double().cumsum(1))[..., None]
+
+
+def _toy_leaky(tokens: Tensor) -> Tensor:
+    """ids (B, T) -> (B, T, 1): output i is the sum of all the ids, times a weight of position i."""
+    return (_TOY_WEIGHTS[: tokens.size(1)] * tokens.double().sum(1, keepdim=True))[..., None]
+
+
+def _as_float(got: object) -> float:
+    """The leak an answer returned: a Python or NumPy number, or a tensor of one element."""
+    if isinstance(got, np.ndarray) and got.size == 1:
+        got = got.item()
+    if isinstance(got, Tensor) and got.numel() == 1:
+        if got.device.type == "meta":
+            raise NotYet("you returned a tensor on meta, whose value cannot be read: return a float, float(...)")
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        raise NotYet(f"return one number (a float); got {type(got).__name__}")
+    return float(got)
+
+
+# One run of the answer: the model's name, the model, its outputs on the tokens, j, the answer's value, the right one.
+_Result = tuple[str, Callable[[Tensor], Tensor], Tensor, int, float, float]
+
+
+def _largest(a: Tensor, b: Tensor) -> float:
+    """The largest absolute difference; 0 between empty tensors (no positions)."""
+    return float((a - b).abs().max()) if a.numel() else 0.0
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-5 + 1e-4 * abs(b)
+
+
 def check_future_leak(my_future_leak: Callable[[Callable[[Tensor], Tensor], Tensor, int, int], float]) -> Verdict:
     """``my_future_leak(fn, tokens, j, new_id)``: set token ``j`` of every sequence to ``new_id`` and return the
-    largest change (a float) of ``fn``'s outputs at positions before ``j``."""
+    largest change (a float) of ``fn``'s outputs at positions before ``j``. It is tested on a causal model and on
+    one without a mask, at three positions j, with two batches (B, T) and two values of new_id; two toy models, whose
+    outputs move by uneven amounts, tell the mistakes apart."""
 
-    def run() -> str:
+    def one(B: int, T: int, new_id: int, seed: int) -> str:
         causal, leaky = _test_models()
-        tokens = torch.randint(1, VOCAB, (3, 8), generator=torch.Generator().manual_seed(1))
-        for name, fn in (("a causal model", causal), ("a model without a causal mask", leaky)):
-            for j in (1, 4, 7):
-                expected = _leak(fn, tokens, j, 0)
+        tokens = torch.randint(1, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
+
+        def run_changed(fn: Callable[[Tensor], Tensor], rows: slice | int, j: int, value: int) -> Tensor:
+            changed = tokens.clone()
+            changed[rows, j] = value
+            return fn(changed)
+
+        # Each classic mistake, as the value it returns for (model, base outputs, outputs with token j changed, j).
+        mistakes: list[tuple[str, Callable[[Callable[[Tensor], Tensor], Tensor, Tensor, int], float]]] = [
+            (
+                "you include position j itself. Output j reads token j legitimately (it predicts token j + 1); only "
+                "the positions before j, [:, :j], must not move.",
+                lambda fn, base, out, j: _largest(out[:, : j + 1], base[:, : j + 1]),
+            ),
+            (
+                "you compare every position; keep only those before j, [:, :j].",
+                lambda fn, base, out, j: _largest(out, base),
+            ),
+            (
+                "you compare the positions after j; the leak is a change at the positions before j, [:, :j].",
+                lambda fn, base, out, j: _largest(out[:, j + 1 :], base[:, j + 1 :]),
+            ),
+            (
+                "only position 0 is compared; compare every position before j, [:, :j].",
+                lambda fn, base, out, j: _largest(out[:, :1], base[:, :1]),
+            ),
+            (
+                "only position j - 1 is compared; compare every position before j, [:, :j].",
+                lambda fn, base, out, j: _largest(out[:, j - 1 : j], base[:, j - 1 : j]),
+            ),
+            (
+                "that is the mean change; return the largest, .abs().max().",
+                lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).abs().mean()),
+            ),
+            (
+                "that is the sum of the changes; return the largest, .abs().max().",
+                lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).abs().sum()),
+            ),
+            (
+                "without .abs() a change downwards is missed: return the largest absolute change, .abs().max().",
+                lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).max()),
+            ),
+            (
+                "token 0 is changed, not token j: changed[:, j] = new_id.",
+                lambda fn, base, out, j: _largest(run_changed(fn, slice(None), 0, new_id)[:, :j], base[:, :j]),
+            ),
+            (
+                "only the first sequence's token j is changed: change it in every sequence, changed[:, j] = new_id.",
+                lambda fn, base, out, j: _largest(run_changed(fn, 0, j, new_id)[:, :j], base[:, :j]),
+            ),
+            (
+                "token j is set to 0, not to new_id: use the argument, not a number written into the code.",
+                lambda fn, base, out, j: _largest(run_changed(fn, slice(None), j, 0)[:, :j], base[:, :j]),
+            ),
+        ]
+
+        def name_mistake(results: list[_Result]) -> None:
+            """Raise naming the mistake that gives the answer's value in every case so far, if one does."""
+            wrong = [(name, j) for name, _, _, j, got, expected in results if not _close(got, expected)]
+            if not wrong:
+                return
+            for message, mistake in mistakes:
+                with torch.no_grad():
+                    theirs = [
+                        (mistake(fn, base, run_changed(fn, slice(None), j, new_id), j), got, expected)
+                        for _, fn, base, j, got, expected in results
+                    ]
+                if all(_close(got, value) for value, got, _ in theirs) and any(
+                    not _close(value, expected) for value, _, expected in theirs
+                ):
+                    name, j = wrong[0]
+                    raise NotYet(f"on {name}, j={j}: {message}")
+
+        results: list[_Result] = []
+        models = [
+            ("a causal model", causal),
+            ("a model without a causal mask", leaky),
+            ("a causal toy model (output i: the sum of ids up to i, weighted)", _toy_causal),
+            ("a toy model without a causal mask (output i: the sum of all ids, weighted)", _toy_leaky),
+        ]
+        for name, fn in models:
+            with torch.no_grad():
+                base = fn(tokens)
+            for j in (1, T // 2, T - 1):
                 given = tokens.clone()
-                got = call(my_future_leak, fn, given, j, 0)
+                try:
+                    got = _as_float(call(my_future_leak, fn, given, j, new_id))
+                except NotYet as e:
+                    if f"index {j} is out of bounds for dimension 0" in str(e):  # j = T - 1 is past the batch, B
+                        raise NotYet(
+                            f"{e}. j indexes dimension 0, the batch (as in changed[j] or out[j]): the positions are "
+                            "dimension 1, changed[:, j]"
+                        ) from None
+                    name_mistake(results)  # an error after wrong values: name what the values show, if they do
+                    raise
                 if not torch.equal(given, tokens):
                     raise NotYet("my_future_leak changed the tokens it was given: change a copy (tokens.clone())")
-                if not isinstance(got, float | int) and not (isinstance(got, Tensor) and got.numel() == 1):
-                    raise NotYet(f"return one number (a float); got {type(got).__name__}")
-                got = float(got)
-                if abs(got - expected) <= 1e-5 + 1e-4 * expected:
-                    continue
-                changed = tokens.clone()
-                changed[:, j] = 0
                 with torch.no_grad():
-                    through_j = float((fn(changed)[:, : j + 1] - fn(tokens)[:, : j + 1]).abs().max())
-                    everywhere = float((fn(changed) - fn(tokens)).abs().max())
-                if abs(got - through_j) <= 1e-5 and abs(through_j - expected) > 1e-5:
-                    raise NotYet(
-                        f"on {name}, j={j}: you include position j itself. Output j reads token j legitimately (it "
-                        "predicts token j + 1); only the positions before j, [:, :j], must not move."
-                    )
-                if abs(got - everywhere) <= 1e-5 and abs(everywhere - expected) > 1e-5:
-                    raise NotYet(f"on {name}, j={j}: you compare every position; keep only those before j, [:, :j].")
+                    expected = _largest(run_changed(fn, slice(None), j, new_id)[:, :j], base[:, :j])
+                results.append((name, fn, base, j, got, expected))
+        name_mistake(results)
+        for name, _, _, j, got, expected in results:
+            if not _close(got, expected):
                 raise NotYet(f"on {name}, j={j}: got {got:.6g}, expected {expected:.6g}")
-        return "0 on the causal model at every j, and the right leak on the model without a mask."
+        return "0 on the causal models at every j, and the right leak on the models without a mask."
+
+    def run() -> str:
+        return each_case(one, [dict(B=3, T=8, new_id=0, seed=1), dict(B=2, T=6, new_id=5, seed=2)])
 
     return verdict(run)

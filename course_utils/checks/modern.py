@@ -10,15 +10,18 @@ from torch import Tensor
 
 from ..model.attention import expand_kv
 from ..model.positional import apply_rotary
-from ._core import NotYet, Verdict, backpropagates, call, same, verdict
+from ._core import NotYet, Verdict, backpropagates, call, differs, each_case, same, verdict
+from .positional import PAIRINGS, frequency_mistakes, like
 
 __all__ = ["check_expand_kv", "check_gpt2_block_weights", "check_rotary_halves"]
 
 
 def _rotary(x: Tensor, positions: Tensor, theta: float, *, exponent: float = 1.0, sign: float = 1.0) -> Tensor:
-    """Classic wrong variants of the "halves" rotary embedding, for the checker to name."""
+    """Classic wrong variants of the "halves" rotary embedding, for the checker to name: ``exponent`` as in chapter
+    03's checker (0: ``theta ** -two_i / d``, the precedence bug), ``sign`` -1 rotates the other way."""
     d = x.size(-1)
-    omega = 1.0 / theta ** (exponent * torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    two_i = torch.arange(0, d, 2, dtype=torch.float64)
+    omega = theta**-two_i / d if exponent == 0 else theta ** (-exponent * two_i / d)  # (d/2,)
     angles = sign * positions.double()[:, None] * omega  # (T, d/2)
     cos, sin = angles.cos(), angles.sin()
     a, b = x.double()[..., : d // 2], x.double()[..., d // 2 :]
@@ -28,37 +31,46 @@ def _rotary(x: Tensor, positions: Tensor, theta: float, *, exponent: float = 1.0
 def check_rotary_halves(fn: Callable[..., Any]) -> Verdict:
     """``fn(x, positions, theta)`` rotates pair i = (i, i + d/2) of ``x (B, h, T, d)`` at position m by the angle
     m * theta^(-2i/d), as Hugging Face's Llama does (``apply_rotary(x, positions, theta)``)."""
+    frequencies = frequency_mistakes("theta ** -two_i", "d", "omega_i = theta ** (-two_i / d)")
 
-    def run() -> str:
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(2, 3, 7, 8, generator=g)  # (B, h, T, d)
-        positions = torch.arange(5, 12)  # (T,): after 5 cached positions, as in generation
-        theta = 500.0  # not 10000: a theta written into the function instead of read shows
+    def one(T: int, d: int, start: int, theta: float, seed: int) -> str:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(2, 3, T, d, generator=g)  # (B, h, T, d)
+        positions = torch.arange(start, start + T)  # (T,): after `start` cached positions, as in generation
         got = call(fn, x, positions, theta)
+        reference = apply_rotary(x, positions, theta)
+        if not isinstance(got, Tensor) or got.device != x.device:
+            same(got, reference, "the rotated tensor")  # says what is wrong: not a tensor, or on another device
         named = {
-            "it pairs neighbours (2i, 2i+1), as chapter 03 and Meta's original code do. Hugging Face's Llama, whose "
-            "weights this model loads, pairs dimension i with i + d/2: x[..., :d//2] with x[..., d//2:]": apply_rotary(
-                x, positions, theta, pairing="interleaved"
+            f"it pairs {PAIRINGS['interleaved']}, as chapter 03 and Meta's original code do. Hugging Face's Llama, "
+            f"whose weights this model loads, pairs {PAIRINGS['halves']}: x[..., :d//2] with x[..., d//2:]": (
+                apply_rotary(x, positions, theta, pairing="interleaved")
             ),
             "the positions are 0 .. T-1 instead of those given: use `positions` (after a cache they start later)": (
-                apply_rotary(x, torch.arange(7), theta)
+                apply_rotary(x, torch.arange(T), theta)
             ),
             "theta is 10000 instead of the `theta` given (Llama 3 uses 500000)": apply_rotary(x, positions, 10000.0),
-            "2i is applied twice: arange(0, d, 2) already steps by 2, so omega_i = theta ** (-two_i / d)": _rotary(
-                x, positions, theta, exponent=2.0
-            ),
-            "the exponent uses the pair index i where the formula has 2i: omega_i = theta ** (-two_i / d) with "
-            "two_i = arange(0, d, 2)": _rotary(x, positions, theta, exponent=0.5),
+            "theta is 500000 (Llama 3's) instead of the `theta` given": apply_rotary(x, positions, 500000.0),
+            frequencies["2"]: _rotary(x, positions, theta, exponent=2.0),
+            frequencies["0.5"]: _rotary(x, positions, theta, exponent=0.5),
+            frequencies["-1"]: _rotary(x, positions, theta, exponent=-1.0),
+            frequencies["precedence"]: _rotary(x, positions, theta, exponent=0.0),
             "it rotates the other way: map (a, b) to (a cos - b sin, a sin + b cos) with a the first half": _rotary(
                 x, positions, theta, sign=-1.0
             ),
         }
         for mistake, buggy in named.items():
-            if isinstance(got, Tensor) and got.shape == buggy.shape and torch.allclose(got, buggy, atol=1e-4):
+            if like(got, buggy, reference):
                 raise NotYet(mistake)
-        same(got, apply_rotary(x, positions, theta), "the rotated tensor", atol=1e-4)
+        same(got, reference, "the rotated tensor", atol=1e-4)
         backpropagates(fn, x, positions, theta, what="the rotated tensor")
         return "rotary embedding with Llama's pairing (i, i + d/2) is right."
+
+    def run() -> str:
+        # theta 500, not 10000 first: a theta written into the function instead of read shows
+        return each_case(
+            one, [dict(T=7, d=8, start=5, theta=500.0, seed=0), dict(T=4, d=6, start=9, theta=10000.0, seed=1)]
+        )
 
     return verdict(run)
 
@@ -66,24 +78,48 @@ def check_rotary_halves(fn: Callable[..., Any]) -> Verdict:
 def check_expand_kv(fn: Callable[..., Any]) -> Verdict:
     """``fn(x, n_rep)`` turns ``(B, g, T, d)`` into ``(B, g * n_rep, T, d)``, key head j // n_rep for query head j."""
 
-    def run() -> str:
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(2, 3, 4, 5, generator=g)  # (B, g=3 key/value heads, T, d)
-        got = call(fn, x, 2)
-        tiled = x.repeat(1, 2, 1, 1)  # heads 0, 1, 2, 0, 1, 2
-        if isinstance(got, Tensor) and got.shape == tiled.shape and torch.equal(got, tiled):
+    def one(B: int, g: int, n_rep: int, seed: int) -> str:
+        T, d = 4, 5
+        x = torch.randn(B, g, T, d, generator=torch.Generator().manual_seed(seed))  # (B, g key/value heads, T, d)
+        got = call(fn, x, n_rep)
+        what = f"with n_rep={n_rep} (multi-head attention), the result" if n_rep == 1 else "the expanded tensor"
+        reference = expand_kv(x, n_rep)
+        if not isinstance(got, Tensor) or got.device != x.device:
+            same(got, reference, what)  # says what is wrong: not a tensor, or on another device
+        if n_rep > 1 and got.shape == (B, g, T * n_rep, d):
             raise NotYet(
-                "the heads are tiled (0, 1, 2, 0, 1, 2), as .repeat gives: query head j then reads key head j % g. "
-                "Llama's query heads 0 and 1 share key head 0: each head repeated next to itself (0, 0, 1, 1, 2, 2)"
+                f"{what} has shape {tuple(got.shape)}: the positions (dim 2) are repeated instead of the heads. "
+                f"Repeat along dim 1, to (B, g * n_rep, T, d) = {tuple(reference.shape)}"
             )
-        same(got, expand_kv(x, 2), "the expanded keys")
-        same(call(fn, x, 1), x, "with n_rep=1 (multi-head attention) the keys themselves")
+        tiled = ", ".join(str(h) for h in list(range(g)) * n_rep)
+        grouped = ", ".join(str(h) for h in range(g) for _ in range(n_rep))
+        sharing = "0 and 1" if n_rep == 2 else f"0 to {n_rep - 1}"
+        named = {
+            f"the heads are tiled ({tiled}), as .repeat gives: query head j then reads key head j % g. Llama's "
+            f"query heads {sharing} share key head 0: each head repeated next to itself ({grouped})": (
+                x.repeat(1, n_rep, 1, 1)
+            ),
+            "the new axis is after T (x[:, :, :, None]), so the merge mixes positions into heads: put it right after "
+            "the heads, x[:, :, None] (B, g, 1, T, d), expand it to n_rep, then merge it with the heads": (
+                x[:, :, :, None].expand(-1, -1, -1, n_rep, -1).reshape(reference.shape)
+            ),
+        }
+        for mistake, buggy in named.items():
+            if not differs(got, buggy) and differs(buggy, reference):
+                raise NotYet(mistake)
+        same(got, reference, what)
+        if n_rep > 1:
+            backpropagates(fn, x, n_rep, what="the expanded tensor")
         return "expand_kv is right: query head j reads key head j // n_rep, as in Llama."
+
+    def run() -> str:
+        cases = [dict(B=2, g=3, n_rep=2, seed=0), dict(B=2, g=3, n_rep=1, seed=0), dict(B=1, g=2, n_rep=3, seed=1)]
+        return each_case(one, cases)
 
     return verdict(run)
 
 
-def _gpt2_pair(seed: int = 0) -> tuple[Any, Any]:
+def _gpt2_pair(n_embd: int = 24, seed: int = 0) -> tuple[Any, Any]:
     """A random one-block GPT-2 of ``transformers`` and the course's copy of it (``from_hf``)."""
     try:
         import transformers  # pyright: ignore[reportMissingTypeStubs]
@@ -92,7 +128,9 @@ def _gpt2_pair(seed: int = 0) -> tuple[Any, Any]:
     from ..model.hf_names import from_hf
 
     torch.manual_seed(seed)
-    config = transformers.GPT2Config(vocab_size=50, n_positions=16, n_embd=24, n_layer=1, n_head=4)
+    config = transformers.GPT2Config(
+        vocab_size=50, n_positions=16, n_embd=n_embd, n_layer=1, n_head=4, bos_token_id=None, eos_token_id=None
+    )
     hf = transformers.GPT2LMHeadModel(config).eval()
     with torch.no_grad():
         for p in hf.parameters():  # biases and LayerNorm scales away from their initial 0 and 1, so each one shows
@@ -104,8 +142,8 @@ def check_gpt2_block_weights(fn: Callable[..., Any]) -> Verdict:
     """``fn(block_state)`` turns the state dict of one GPT-2 block (keys ``ln_1.weight``, ``attn.c_attn.weight``...)
     into one of the course's ``GPTBlock`` (keys ``norm1.weight``, ``self_attn.w_q.weight``...)."""
 
-    def run() -> str:
-        hf, ours = _gpt2_pair()
+    def one(n_embd: int, seed: int) -> str:
+        hf, ours = _gpt2_pair(n_embd, seed)
         prefix = "transformer.h.0."
         block_state = {k.removeprefix(prefix): v.clone() for k, v in hf.state_dict().items() if k.startswith(prefix)}
         got = call(fn, block_state)
@@ -120,12 +158,20 @@ def check_gpt2_block_weights(fn: Callable[..., Any]) -> Verdict:
             have = state[name]
             if not isinstance(have, Tensor):
                 raise NotYet(f"{name} should be a tensor; got {type(have).__name__}")
+            if have.device != want.device:
+                raise NotYet(
+                    f"{name} is on {have.device}; block_state's tensors are on {want.device}: keep the weights "
+                    "where they are (no .to(...))"
+                )
             if have.shape != want.shape:
                 hint = (
                     " GPT-2's Conv1D stores its weight as (in, out), nn.Linear as (out, in): transpose it with .t()"
                     if have.shape == want.shape[::-1]
                     else " c_attn's weight is (d_model, 3 d_model), (in, out): transpose it to (3 d_model, d_model), "
                     "then split it in three along dim 0"
+                    if name.startswith("self_attn.w_") and have.numel() == want.numel()
+                    else " Split c_attn's (transposed) weight into three equal blocks, .chunk(3, dim=0), sized from "
+                    "the weight itself"
                     if name.startswith("self_attn.w_")
                     else ""
                 )
@@ -181,16 +227,27 @@ def check_gpt2_block_weights(fn: Callable[..., Any]) -> Verdict:
                 },
             )
         )
+        fixes.append(
+            (
+                "w_q, w_k and w_v have the right shape but are not c_attn's three blocks of columns (a reshape or "
+                "view of the (d_model, 3 d_model) weight mixes them): transpose c_attn's weight to (3 d_model, "
+                "d_model), then split it in three along dim 0 (.chunk(3, dim=0))",
+                {f"self_attn.w_{p}.weight": expected[f"self_attn.w_{p}.weight"] for p in "qkv"},
+            )
+        )
         for message, fix in fixes:
             with torch.no_grad():
                 ours.blocks[0].load_state_dict({**state, **fix})
                 fixed, _ = ours(idx)
             if torch.allclose(fixed, reference, atol=1e-4):
                 raise NotYet(message)
-        wrong = max(expected, key=lambda n: float((state[n].double() - expected[n].double()).abs().max()))
+        wrong = [n for n, want in expected.items() if not torch.allclose(state[n].double(), want.double(), atol=1e-6)]
         raise NotYet(
-            f"the logits differ from GPT-2's (largest difference {float((logits - reference).abs().max()):.3g}); "
-            f"the weight furthest from the right one is {wrong}"
+            f"the logits differ from GPT-2's (largest difference {float((logits - reference).abs().max()):.3g}): "
+            f"these weights are not GPT-2's: {', '.join(wrong[:6]) or 'none, yet the logits differ'}"
         )
+
+    def run() -> str:
+        return each_case(one, [dict(n_embd=24, seed=0), dict(n_embd=32, seed=1)])
 
     return verdict(run)

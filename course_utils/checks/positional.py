@@ -9,46 +9,105 @@ import torch
 from torch import Tensor
 
 from ..model.positional import sinusoidal_encoding
-from ._core import NotYet, Verdict, backpropagates, call, differs, same, verdict
+from ._core import NotYet, Verdict, any_device, backpropagates, call, each_case, same, verdict
 
 __all__ = ["check_alibi_bias", "check_rotary_embedding", "check_sinusoidal_encoding"]
+
+# The two ways of pairing the d dimensions into d/2 (sin, cos) or rotated pairs, worded once for every checker that
+# names one (the sinusoidal table and rotary embeddings here, Llama's rotary pairing in chapter 10).
+PAIRINGS = {
+    "halves": "dimension i with i + d/2 (the first half with the second)",
+    "interleaved": "neighbours (2i, 2i+1) (the even dimensions with the odd ones)",
+}
+
+
+def frequency_mistakes(power: str, d: str, angle: str) -> dict[str, str]:
+    """The classic mistakes of the frequencies 10000^(-2i/d) (or theta^(-2i/d)), keyed by the exponent a buggy answer
+    computes with (``exponent`` times 2i / d, or ``"precedence"``), in the chapter's names: ``power`` how it writes
+    the power without parentheses (``10000 ** two_i``), ``d`` the width (``d_model``), ``angle`` the right formula."""
+    base = power.split(" ")[0]  # 10000, theta
+    return {
+        "2": f"2i is applied twice: arange(0, {d}, 2) already steps by 2 (two_i is 2i), so {angle}",
+        "0.5": f"the exponent uses the pair index i where the formula has 2i: with two_i = arange(0, {d}, 2) (or "
+        f"2 * arange({d} // 2)), {angle}",
+        "-1": f"the frequencies are inverted (the position multiplied by {base}^(2i/{d}) where it is divided): {angle}",
+        "precedence": f"{power} / {d} is ({power}) / {d}, as ** binds tighter than /: {angle}",
+    }
+
+
+def like(got: object, buggy: Tensor, reference: Tensor, atol: float = 0.05) -> bool:
+    """``got`` is what a classic bug computes (``buggy``), which the right answer is not. Loosely: float32 angles of
+    thousands of radians are inexact, and a bug's result is far from the right one."""
+    return bool(
+        isinstance(got, Tensor)
+        and got.device == buggy.device
+        and got.shape == buggy.shape
+        and torch.allclose(got.double(), buggy.double(), atol=atol)
+        and not torch.allclose(reference.double(), buggy.double(), atol=2 * atol)
+    )
+
+
+def _table(max_len: int, d: int, *, exponent: float = 1.0, start: int = 0, layout: str = "interleaved") -> Tensor:
+    """The sinusoidal table in float64, and its classic variants: ``exponent`` as in ``_rope`` (or 0: the
+    precedence bug), positions from ``start``, ``layout`` interleaved, swapped (cos first), halves or cos halves."""
+    pos = torch.arange(start, start + max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    two_i = torch.arange(0, d, 2, dtype=torch.float64)  # (d / 2,)
+    angle = pos / (10000**two_i / d) if exponent == 0 else pos / 10000 ** (exponent * two_i / d)  # (max_len, d / 2)
+    sin, cos = angle.sin(), angle.cos()
+    if layout in ("halves", "cos halves"):
+        return torch.cat([sin, cos] if layout == "halves" else [cos, sin], dim=1)
+    first, second = (cos, sin) if layout == "swapped" else (sin, cos)
+    return torch.stack([first, second], dim=-1).flatten(1)  # (max_len, d / 2, 2) -> interleaved
 
 
 def check_sinusoidal_encoding(fn: Callable[..., Any]) -> Verdict:
     """``fn(max_len, d_model)`` returns the ``(max_len, d_model)`` sinusoidal table."""
+    frequencies = frequency_mistakes("10000 ** two_i", "d_model", "the angle is pos / 10000 ** (two_i / d_model)")
+    interleave = (
+        f"the paper pairs {PAIRINGS['interleaved']}: interleave them, sines in pe[:, 0::2], cosines in pe[:, 1::2]"
+    )
+
+    def one(max_len: int, d_model: int) -> str:
+        got = call(fn, max_len, d_model)
+        reference = sinusoidal_encoding(max_len, d_model)  # what the chapter uses
+        got = any_device(got, reference, "the encoding")
+        named = {
+            frequencies["2"]: _table(max_len, d_model, exponent=2.0),
+            frequencies["0.5"]: _table(max_len, d_model, exponent=0.5),
+            frequencies["-1"]: _table(max_len, d_model, exponent=-1.0),
+            frequencies["precedence"]: _table(max_len, d_model, exponent=0.0),
+            "sin and cos are swapped: even dimensions get sin, odd ones cos": _table(
+                max_len, d_model, layout="swapped"
+            ),
+            "the sines fill the first half and the cosines the second, so each (sin, cos) pair is "
+            f"{PAIRINGS['halves']}; {interleave}": _table(max_len, d_model, layout="halves"),
+            "the cosines fill the first half and the sines the second, so each (sin, cos) pair is "
+            f"{PAIRINGS['halves']}; {interleave}": _table(max_len, d_model, layout="cos halves"),
+            "positions start at 1: the first row is position 0 (sin 0 = 0, cos 0 = 1), pos = arange(max_len)": _table(
+                max_len, d_model, start=1
+            ),
+        }
+        for mistake, buggy in named.items():
+            if like(got, buggy, reference):
+                raise NotYet(mistake)
+        same(got, reference, "the encoding", atol=1e-4)
+        return "sinusoidal_encoding matches the paper's formula."
 
     def run() -> str:
-        got = call(fn, 50, 16)
-        pos = torch.arange(50.0)[:, None]
-        buggy = torch.zeros(50, 16)
-        two_i = torch.arange(0, 16, 2)
-        buggy[:, 0::2] = torch.sin(pos / 10000 ** (2 * two_i / 16))
-        buggy[:, 1::2] = torch.cos(pos / 10000 ** (2 * two_i / 16))
-        if not differs(got, buggy):
-            raise NotYet(
-                "2i is applied twice: arange(0, d_model, 2) already steps by 2, so use 10000 ** (two_i / d_model)"
-            )
-        if not differs(got, sinusoidal_encoding(50, 16)[:, [i + 1 - 2 * (i % 2) for i in range(16)]]):
-            raise NotYet("sin and cos are swapped: even dimensions get sin, odd ones cos")
-        reference = sinusoidal_encoding(50, 16)
-        if not differs(got, torch.cat([reference[:, 0::2], reference[:, 1::2]], dim=1)):
-            raise NotYet(
-                "sines fill the first half and cosines the second: interleave them, pe[:, 0::2] and pe[:, 1::2]"
-            )
-        same(got, sinusoidal_encoding(50, 16), "the encoding", atol=1e-4)
-        return "sinusoidal_encoding matches the paper's formula."
+        return each_case(one, [dict(max_len=50, d_model=16), dict(max_len=9, d_model=10)])
 
     return verdict(run)
 
 
 def _rope(x: Tensor, *, exponent: float = 1.0, halves: bool = False, direction: float = 1.0, start: int = 0) -> Tensor:
     """Rotary embedding of ``x (..., T, d)``, and the classic variants of it (the checker's buggy answers):
-    ``exponent`` 2 applies 2i twice, -1 multiplies by 10000^(2i/d) and 0.5 uses i for 2i; ``halves`` pairs
-    feature i with i + d/2; ``direction`` -1 rotates the other way; ``start`` 1 counts positions from 1."""
+    ``exponent`` 2 applies 2i twice, -1 multiplies by 10000^(2i/d), 0.5 uses i for 2i and 0 divides 10000^(2i) by d
+    (the precedence bug); ``halves`` pairs feature i with i + d/2; ``direction`` -1 rotates the other way;
+    ``start`` 1 counts positions from 1."""
     T, d = x.shape[-2], x.shape[-1]
     pos = torch.arange(start, start + T, dtype=torch.float64)[:, None]  # (T, 1)
     two_i = torch.arange(0, d, 2, dtype=torch.float64)  # (d / 2,)
-    omega = 10000 ** (-exponent * two_i / d)  # (d / 2,)
+    omega = 1 / (10000**two_i / d) if exponent == 0 else 10000 ** (-exponent * two_i / d)  # (d / 2,)
     angle = direction * pos * omega  # (T, d / 2)
     cos, sin = angle.cos(), angle.sin()
     x = x.double()
@@ -63,35 +122,34 @@ def _rope(x: Tensor, *, exponent: float = 1.0, halves: bool = False, direction: 
 def check_rotary_embedding(fn: Callable[..., Any]) -> Verdict:
     """``fn(x)`` rotates each pair of features (2i, 2i+1) of ``x (B, n_heads, T, d_k)`` by the angle pos * omega_i,
     omega_i = 1 / 10000^(2i / d_k), pos = 0 .. T-1 along dimension -2."""
+    frequencies = frequency_mistakes("10000 ** two_i", "d", "omega_i = 1 / 10000 ** (two_i / d)")
 
-    def run() -> str:
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(2, 3, 12, 8, generator=g)  # (B, n_heads, T, d_k)
+    def one(T: int, d: int, seed: int) -> str:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(2, 3, T, d, generator=g)  # (B, n_heads, T, d_k)
         got = call(fn, x)
+        reference = _rope(x)
+        if not isinstance(got, Tensor) or got.device != x.device:
+            same(got, reference, "the rotated tensor")  # says what is wrong: not a tensor, or on another device
         named = {
-            "pairs feature i with feature i + d/2 (the GPT-NeoX / Hugging Face LLaMA layout): this exercise pairs "
-            "neighbours (2i, 2i+1), as the sinusoidal table does: x[..., 0::2] with x[..., 1::2]": _rope(
+            f"it pairs {PAIRINGS['halves']}, as GPT-NeoX and Hugging Face's Llama do: this exercise pairs "
+            f"{PAIRINGS['interleaved']}, as the sinusoidal table does: x[..., 0::2] with x[..., 1::2]": _rope(
                 x, halves=True
             ),
-            "2i is applied twice: arange(0, d, 2) already steps by 2, so omega_i = 1 / 10000 ** (two_i / d)": _rope(
-                x, exponent=2.0
-            ),
-            "the exponent uses the pair index i where the formula has 2i: two_i = arange(0, d, 2)": _rope(
-                x, exponent=0.5
-            ),
-            "the frequencies are inverted: omega_i = 1 / 10000 ** (two_i / d), not 10000 ** (two_i / d)": _rope(
-                x, exponent=-1.0
-            ),
+            frequencies["2"]: _rope(x, exponent=2.0),
+            frequencies["0.5"]: _rope(x, exponent=0.5),
+            frequencies["-1"]: _rope(x, exponent=-1.0),
+            frequencies["precedence"]: _rope(x, exponent=0.0),
             "it rotates the other way (by -pos * omega_i): map (a, b) to (a cos - b sin, a sin + b cos)": _rope(
                 x, direction=-1.0
             ),
             "positions start at 1: the first token is position 0 and is not rotated": _rope(x, start=1),
         }
-        for mistake, buggy in named.items():  # loosely: float32 angles of thousands of radians are inexact
-            if isinstance(got, Tensor) and got.shape == buggy.shape and torch.allclose(got, buggy, atol=0.05):
+        for mistake, buggy in named.items():
+            if like(got, buggy, reference):
                 raise NotYet(mistake)
-        same_vector = torch.randn(1, 1, 1, 8, generator=g).expand(1, 1, 12, 8).clone()  # one vector at every position
-        other_vector = torch.randn(1, 1, 1, 8, generator=g).expand(1, 1, 12, 8).clone()
+        same_vector = torch.randn(1, 1, 1, d, generator=g).expand(1, 1, T, d).clone()  # one vector at every position
+        other_vector = torch.randn(1, 1, 1, d, generator=g).expand(1, 1, T, d).clone()
         q, k = call(fn, same_vector), call(fn, other_vector)
         if isinstance(q, Tensor) and isinstance(k, Tensor) and q.shape == k.shape == same_vector.shape:
             scores = (q @ k.transpose(-2, -1))[0, 0].double()  # (T, T): query at m, key at n
@@ -102,9 +160,12 @@ def check_rotary_embedding(fn: Callable[..., Any]) -> Verdict:
                 )
             if not torch.allclose(q.norm(dim=-1), same_vector.norm(dim=-1), atol=1e-4):
                 raise NotYet("the vectors' lengths changed: a rotation keeps every pair's length (cos² + sin² = 1)")
-        same(got, _rope(x), "the rotated tensor", atol=1e-4)
+        same(got, reference, "the rotated tensor", atol=1e-4)
         backpropagates(fn, x, what="the rotated tensor")
         return "rotary embedding is right: q_m . k_n depends on m - n only."
+
+    def run() -> str:
+        return each_case(one, [dict(T=12, d=8, seed=0), dict(T=5, d=6, seed=1)])
 
     return verdict(run)
 
@@ -113,25 +174,29 @@ def check_alibi_bias(fn: Callable[..., Any]) -> Verdict:
     """``fn(T, slope)`` returns the ``(T, T)`` float bias added to the attention scores: ``-slope * |i - j|`` for
     query i and key j (ALiBi, Press et al. 2022, without the causal mask)."""
 
-    def run() -> str:
-        for T, slope in ((6, 0.5), (4, 0.25)):
-            got = call(fn, T, slope)
-            i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]  # (T, 1), (1, T)
-            named = {
-                "the sign is flipped: distant keys must get a lower score, -slope * |i - j|": slope * (i - j).abs(),
-                "the absolute value is missing: with -slope * (i - j) keys after the query (j > i) get a bonus; "
-                "use (i - j).abs()": -slope * (i - j),
-                "the absolute value is missing: with -slope * (j - i) keys before the query get a bonus; "
-                "use (i - j).abs()": -slope * (j - i),
-                "the distance is divided by the slope: multiply, -slope * |i - j|": -(i - j).abs() / slope,
-                "the slope is missing: multiply the distance by it, -slope * |i - j|": -(i - j).abs(),
-            }
-            for mistake, buggy in named.items():
-                if not differs(got, buggy.float()):
-                    raise NotYet(mistake)
-            if isinstance(got, Tensor) and not got.is_floating_point():
-                raise NotYet(f"the bias has dtype {got.dtype}: it is added to float scores, return a float tensor")
-            same(got, (-slope * (i - j).abs()).float(), f"the bias for T={T}, slope={slope}")
+    def one(T: int, slope: float) -> str:
+        got = call(fn, T, slope)
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]  # (T, 1), (1, T)
+        reference = (-slope * (i - j).abs()).float()
+        got = any_device(got, reference, "the bias")
+        named = {
+            "the sign is flipped: distant keys must get a lower score, -slope * |i - j|": slope * (i - j).abs(),
+            "the absolute value is missing: with -slope * (i - j) keys after the query (j > i) get a bonus; "
+            "use (i - j).abs()": -slope * (i - j),
+            "the absolute value is missing: with -slope * (j - i) keys before the query get a bonus; "
+            "use (i - j).abs()": -slope * (j - i),
+            "the distance is divided by the slope: multiply, -slope * |i - j|": -(i - j).abs() / slope,
+            "the slope is missing: multiply the distance by it, -slope * |i - j|": -(i - j).abs(),
+        }
+        for mistake, buggy in named.items():
+            if like(got, buggy.float(), reference, atol=1e-5):
+                raise NotYet(mistake)
+        if isinstance(got, Tensor) and not got.is_floating_point():
+            raise NotYet(f"the bias has dtype {got.dtype}: it is added to float scores, return a float tensor")
+        same(got, reference, f"the bias for T={T}, slope={slope}")
         return "ALiBi bias is right: each step of distance costs `slope` in the score, in both directions."
+
+    def run() -> str:
+        return each_case(one, [dict(T=6, slope=0.5), dict(T=4, slope=0.25)])
 
     return verdict(run)
