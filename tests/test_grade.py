@@ -138,6 +138,18 @@ def test_an_edited_checker_call_is_replaced_by_the_releases(tmp_path, tiny_relea
     assert statuses(report)[0] == ("check_causal_mask", "not attempted")
 
 
+def test_a_deleted_checker_call_still_grades_the_exercise_from_the_course_list(tmp_path, tiny_release):
+    # the answer is written, and the student removed the call that checks it: the release's call still runs
+    both = run_notebook(submission(tmp_path, causal=CAUSAL, padding=PADDING + PADDING_CALL), 120, release=tiny_release)
+    assert statuses(both) == [("check_causal_mask", "pass"), ("check_padding_mask", "pass")]
+    wrong = run_notebook(submission(tmp_path, causal=WRONG_CAUSAL, name="bob.ipynb"), 120, release=tiny_release)
+    assert statuses(wrong) == [("check_causal_mask", "fail"), ("check_padding_mask", "not attempted")]
+    # every call deleted: the file holds no exercise the grader can recognise, and is reported, not skipped
+    bare = run_notebook(submission(tmp_path, causal=CAUSAL, padding=PADDING, name="eve.ipynb"), 120,
+                        release=tiny_release)  # fmt: skip
+    assert bare.unreadable or [s for _, s in statuses(bare)] == ["pass", "pass"]
+
+
 def test_a_hook_that_adds_verdicts_to_the_graders_cells_gains_nothing(tmp_path, tiny_release):
     hook = (
         "from IPython import get_ipython\n"

@@ -23,6 +23,7 @@ NOTES = re.compile(r'<aside class="notes">(.*?)</aside>', re.DOTALL)
 def _tool(name):
     spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
