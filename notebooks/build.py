@@ -351,7 +351,13 @@ def record_times(nb: nbformat.NotebookNode, name: str) -> None:
         "sections": [[section, round(seconds, 1)] for section, seconds in section_times(nb)],
     }
     RUN_TIMES.parent.mkdir(parents=True, exist_ok=True)
-    RUN_TIMES.write_text(json.dumps(dict(sorted(saved.items())), indent=1, ensure_ascii=False) + "\n")
+    lines = [
+        f'  {json.dumps(stem)}: {{"machine": {json.dumps(entry["machine"])}, "sections": [\n'
+        + ",\n".join(f"    {json.dumps(section, ensure_ascii=False)}" for section in entry["sections"])
+        + "\n  ]}"
+        for stem, entry in sorted(saved.items())
+    ]
+    RUN_TIMES.write_text("{\n" + ",\n".join(lines) + "\n}\n")  # a section per line: readable diffs
 
 
 def execute(nb: nbformat.NotebookNode, name: str) -> float:

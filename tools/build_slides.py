@@ -315,7 +315,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             solution = "".join(SOLUTION.findall(cell.source)).strip("\n")
             if "check_prediction(" in cell.source:
                 place(code_piece(stub, "predict"))
-                verdict = "".join(_text(o.get("text", "")) for o in cell.get("outputs", []))
+                verdict = "".join(_text(o.get("text", "")) for o in cell.get("outputs", [])).lstrip("✅ ")
                 sections[-1][-1].notes.append(
                     f"<p><b>Answer</b> (say it after the measurement): <code>{html.escape(solution)}</code></p>"
                     f"<p>{html.escape(verdict.strip())}</p>"

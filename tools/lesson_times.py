@@ -24,7 +24,7 @@ def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
 
-def table(entry: dict) -> str:
+def table(entry: dict, skip_training: bool = False) -> str:
     rows = [f"| {section} | {_seconds(seconds)} |" for section, seconds in entry["sections"]]
     total = sum(seconds for _, seconds in entry["sections"])
     return "\n".join(
@@ -34,17 +34,21 @@ def table(entry: dict) -> str:
             *rows,
             f"| **The whole notebook** | **{_seconds(total)}** |",
             "",
-            f"Measured by `make outputs` on {entry['machine']}, training included (a laptop of the same class runs "
-            "close to this; with `SKIP_TRAINING` a training cell loads its weights in a second or two).",
+            f"Measured by `make outputs` on {entry['machine']}"
+            + (
+                ", training included (with `SKIP_TRAINING` the training cells load shipped weights instead)."
+                if skip_training
+                else "."
+            ),
         ]
     )
 
 
-def updated(text: str, entry: dict) -> str:
+def updated(text: str, entry: dict, skip_training: bool = False) -> str:
     pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(text):
         raise SystemExit(f"no {START} ... {END} markers")
-    return pattern.sub(lambda _: f"{START}\n{table(entry)}\n{END}", text)
+    return pattern.sub(lambda _: f"{START}\n{table(entry, skip_training)}\n{END}", text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(f"{path.name}: no measured times (run `make outputs`)")
             continue
         text = path.read_text()
-        new = updated(text, times[path.stem])
+        source = ROOT / "notebooks" / "src" / f"{path.stem}.py"
+        skip = source.exists() and "SKIP_TRAINING" in source.read_text()
+        new = updated(text, times[path.stem], skip)
         if new != text:
             if args.check:
                 stale.append(f"{path.name}: its run-times table differs from run_times.json")

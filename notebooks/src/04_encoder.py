@@ -502,11 +502,14 @@ assert lowest > 0.5  # no head is close to one-hot
 # over several keys (printed). Averages hide variety, though. Here are the three most focused heads (top row)
 # and the three most diffuse (bottom row) on one test sequence. Columns are the input digits (keys); each row
 # is an output position, labelled `i→d`: position `i`, which outputs digit `d`, the digit it must find among
-# the columns. All panels share one colour scale, so a diffuse head looks uniformly dark.
+# the columns; the output is the model's own, so it may hold mistakes (the target is printed beside it). All
+# panels share one colour scale, so a diffuse head looks uniformly dark.
 
 # %% tags=["nbval-ignore-output"]
 print("input :", test_x[0].tolist())
 print("output:", prediction[0].tolist())
+wrong = (prediction[0] != test_y[0]).sum().item()
+print("target:", test_y[0].tolist(), f"({wrong} of {T_SORT} digits wrong)" if wrong else "(sorted without a mistake)")
 peaks = [weights[layer, 0, head].max().item() for layer, head in shown]  # largest weight in each panel
 print("largest weight in each panel:", ", ".join(f"{p:.2f}" for p in peaks))
 assert max(peaks[:3]) > 0.5 > max(peaks[3:])

@@ -142,7 +142,7 @@ print(
 # | | chapter 07's `GPT` | GPT-2 |
 # | --- | --- | --- |
 # | positions | learned table | learned table (the same) |
-# | biases | yes (`bias=True`) | yes |
+# | biases | `bias=True` by default (chapter 07's recipes train with `bias=False`) | yes |
 # | head | tied to the token embedding | tied (the same) |
 # | LayerNorm $\epsilon$ | $10^{-5}$ | $10^{-5}$ (`layer_norm_epsilon`) |
 # | activation | exact GELU, $x\,\Phi(x)$ | GELU's tanh approximation (§3) |
@@ -328,7 +328,7 @@ else:
 # | positions | learned table added to the embeddings | rotary, inside attention (chapter 03's exercise) |
 # | attention | multi-head | grouped-query: fewer key/value heads (chapter 02's exercise) |
 # | feed-forward | GELU, $4\,d_\text{model}$ | SwiGLU, a gated network (new here) |
-# | biases | yes | none |
+# | biases | GPT-2 yes; the course's `GPT` as its `bias` says | none |
 # | head | tied to the embedding | its own matrix (the smallest Llama-family models tie it; `from_hf` follows the config) |
 #
 # **RMSNorm** divides each vector by its root mean square, $x / \sqrt{\frac{1}{d}\sum_j x_j^2 + \epsilon}$, then

@@ -63,7 +63,8 @@ INSPECT = """() => {
     });
   }
   Reveal.slide(0, 0);
-  return {width, height, scale, ready: Reveal.isReady(), total: Reveal.getTotalSlides(), slides: out};
+  return {width, height, scale, ready: Reveal.isReady(), total: Reveal.getTotalSlides(), slides: out,
+          notes_plugin: Reveal.hasPlugin("notes")};  // the speaker view ("s") comes from it
 }"""
 
 
@@ -114,6 +115,8 @@ def main() -> int:
             page.wait_for_timeout(300)
             found = page.evaluate(INSPECT)
             predictions = 0
+            if not found["notes_plugin"]:
+                failures.append(f"{name}: the speaker-notes plugin is not loaded: `s` would open nothing")
             for s in found["slides"]:
                 where = f"{name} #/{s['slide']}"
                 if s["bottom"] > found["height"] + 1:
@@ -136,6 +139,21 @@ def main() -> int:
             tallest = max(s["bottom"] for s in found["slides"])
             print(f"{name:28} {len(found['slides']):3} slides, tallest {tallest} px, {predictions} predictions, "
                   f"{sum(bool(s['notes']) for s in found['slides'])} with notes, {len(failures)} problems")  # fmt: skip
+            if name == SHOT_ALL:  # the speaker view, as `s` opens it, shows the notes of a prediction slide
+                h, v = next(s["slide"] for s in found["slides"] if s["prediction"]).split("/")
+                page.evaluate(f"() => Reveal.slide({h}, {v})")
+                with page.expect_popup(timeout=10000) as popup_info:
+                    page.keyboard.press("s")
+                speaker = popup_info.value
+                speaker.wait_for_timeout(1500)
+                notes_text = speaker.evaluate(
+                    "() => Array.from(document.querySelectorAll('iframe, .speaker-controls-notes, body'))"
+                    ".map(e => (e.contentDocument ? e.contentDocument.body.innerText : e.innerText)).join(' ')"
+                )
+                speaker.screenshot(path=args.out / f"{name}.speaker-view.png")
+                if "Answer" not in notes_text:
+                    failures.append(f"{name}: the speaker view does not show the prediction's answer")
+                speaker.close()
             shots = found["slides"] if name == SHOT_ALL else found["slides"][:1]
             for s in shots:
                 h, v = s["slide"].split("/")
