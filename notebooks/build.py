@@ -339,20 +339,23 @@ def section_times(nb: nbformat.NotebookNode) -> list[tuple[str, float]]:
     return list(times.items())
 
 
-def record_times(nb: nbformat.NotebookNode, name: str) -> None:
-    """Store the run time of each section in docs/lessons/run_times.json (tools/lesson_times.py puts them into the
-    lesson plans): the machine that ran them is named, since they are only true of it."""
+def record_times(nb: nbformat.NotebookNode, name: str, seconds: float) -> None:
+    """Store the notebook's run time (``seconds``: the kernel's start and every cell, as the README's table gives it)
+    and each section's in docs/lessons/run_times.json (tools/lesson_times.py puts them into the lesson plans): the
+    machine that ran them is named, since they are only true of it."""
     import os
     import platform
 
     saved = json.loads(RUN_TIMES.read_text()) if RUN_TIMES.exists() else {}
     saved[name] = {
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, PyTorch on the CPU",
-        "sections": [[section, round(seconds, 1)] for section, seconds in section_times(nb)],
+        "whole": round(seconds, 1),
+        "sections": [[section, round(cells, 1)] for section, cells in section_times(nb)],
     }
     RUN_TIMES.parent.mkdir(parents=True, exist_ok=True)
     lines = [
-        f'  {json.dumps(stem)}: {{"machine": {json.dumps(entry["machine"])}, "sections": [\n'
+        f'  {json.dumps(stem)}: {{"machine": {json.dumps(entry["machine"])}, "whole": {json.dumps(entry.get("whole"))}, '
+        '"sections": [\n'
         + ",\n".join(f"    {json.dumps(section, ensure_ascii=False)}" for section in entry["sections"])
         + "\n  ]}"
         for stem, entry in sorted(saved.items())
@@ -368,10 +371,11 @@ def execute(nb: nbformat.NotebookNode, name: str) -> float:
         nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}, record_timing=True
     )
     client.execute()
-    record_times(nb, name)
+    seconds = time.perf_counter() - start
+    record_times(nb, name, seconds)
     clean_outputs(nb)
     add_static_twins(nb)
-    return time.perf_counter() - start
+    return seconds
 
 
 def comparable(nb: nbformat.NotebookNode) -> list[tuple]:

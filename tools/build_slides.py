@@ -54,6 +54,8 @@ TWIN = "static_twin"  # notebooks/build.py marks the PNG twin of each interactiv
 BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\s*$", re.MULTILINE)
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION\n?", re.DOTALL)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+EDITION_BANNER = re.compile(r"^> \*\*(?:Student|Complete) edition.*\n?", re.MULTILINE)
+CLOSING_SECTIONS = ("Pitfalls", "Summary", "Exercises")  # the discussion slide goes before the first of these
 
 
 def _mathml() -> Any:
@@ -106,14 +108,14 @@ class Slide:
 CHARS_PER_LINE = 105  # of prose at the deck's font size, on a 1280-px slide
 LINE = 32  # px per line of prose
 CODE_LINE = 23  # px per line of code or output
-CODE_MAX, OUTPUT_MAX, IMAGE_MAX = 330, 250, 500  # the boxes' max-height in slides.css
+CODE_MAX, OUTPUT_MAX, IMAGE_MAX = 330, 250, 560  # the boxes' max-height in slides.css; a figure's height
 
 
 def _prose_height(block: str) -> int:
     """The estimated height of one markdown block (a paragraph, a list, a table, a formula, a heading)."""
     lines = block.strip().splitlines() or [""]
-    if "![" in block:  # a diagram: slides.css caps it at 440 px
-        return 470 + _prose_height(re.sub(r"!\[[^\]]*\]\([^)]*\)", "", block)) * (len(block.strip()) > 300)
+    if "![" in block:  # a diagram: slides.css caps it at 620 px
+        return 640 + _prose_height(re.sub(r"!\[[^\]]*\]\([^)]*\)", "", block)) * (len(block.strip()) > 300)
     if block.lstrip().startswith("$$"):
         rows = block.count("\\\\") + 1
         return 30 + 42 * rows
@@ -220,10 +222,14 @@ def output_pieces(cell: Any) -> list[Piece]:
             raw = base64.b64decode(_text(data["image/png"]))
             width, height = _png_size(raw)
             dpi_scale = 0.5 if width > 1400 else 1.0  # retina-sized figures
-            shown = min(IMAGE_MAX, height * dpi_scale, height * dpi_scale * min(1.0, 1180 / (width * dpi_scale)))
+            natural_w, natural_h = width * dpi_scale, height * dpi_scale
+            # as large as the slide allows, up to 1.5 times the notebook's size: legible from the back of a room
+            scale = min(1.5, 1240 / natural_w, IMAGE_MAX / natural_h)
+            shown_w, shown_h = int(natural_w * scale), int(natural_h * scale)
             pieces.append(
-                Piece(f'<img class="figure" src="data:image/png;base64,{_text(data["image/png"])}" alt="figure">',
-                      int(shown) + 12))  # fmt: skip
+                Piece(f'<img class="figure" style="width: {shown_w}px; height: {shown_h}px" '
+                      f'src="data:image/png;base64,{_text(data["image/png"])}" alt="figure">', shown_h + 12)
+            )  # fmt: skip
         elif "text/html" in data and "vega" in _text(data["text/html"]):
             continue  # an interactive chart: its PNG twin follows
         elif "text/plain" in data:
@@ -247,6 +253,7 @@ def code_piece(source: str, label: str = "") -> Piece:
 def _fix_links(source: str) -> str:
     source = BADGE.sub("", source)
     source = re.sub(r"\]\(student/([^)#]+)\.ipynb", r"](\1.html", source)
+    source = re.sub(r"\]\(\.\./(\d\d_\w+)\.ipynb", r"](\1.html", source)
     return re.sub(r"\]\((\d\d_[\w]+)\.ipynb", r"](\1.html", source)
 
 
@@ -288,21 +295,39 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             sections[-1].append(Slide([continued]))
         sections[-1][-1].pieces.append(piece)
 
-    pending_notes: list[str] = []
+    discussion = lesson_discussion(stem)
+    discussed = not discussion
+
+    def discussion_slide() -> None:
+        questions = "".join(f"<li>{md.renderInline(q)}</li>" for q, _ in discussion)
+        answers = "".join(f"<p><b>{md.renderInline(q)}</b></p>{md.render(a)}" for q, a in discussion)
+        sections.append([Slide([Piece(f"<h2>Discussion</h2><ol class=\"discussion\">{questions}</ol>", 500)],
+                               [answers])])  # fmt: skip
+
+    answer_note = ""  # a prediction's answer: in the notes of the slide that measures it, not of the question's
     for cell, theirs in zip(complete.cells, student.cells, strict=True):
         if cell.cell_type == "markdown":
-            source = _fix_links(cell.source)
+            # Where the editions' text differs (the title's banner, the exercises' introduction), the student
+            # edition's describes what the deck shows: stubs. Its banner, about editions, is left out.
+            source = _fix_links(EDITION_BANNER.sub("", theirs.source if theirs.source != cell.source else cell.source))
             for name, data in cell.get("attachments", {}).items():  # images pasted into the cell: inlined
                 mime, encoded = next(iter(data.items()))
                 source = source.replace(f"attachment:{name}", f"data:{mime};base64,{_text(encoded)}")
             blocks = _blocks(source)
             heading = re.match(r"^(#{1,2}) (.*)", blocks[0]) if blocks else None
+            if heading and not discussed and heading.group(2).strip() in CLOSING_SECTIONS:
+                discussion_slide()  # after the chapter's last section, before its pitfalls, summary and exercises
+                discussed = True
             if heading or not sections:
                 new_section()
                 section_title = heading.group(2) if heading else section_title
                 if heading and heading.group(1) == "#":
                     title = heading.group(2)
             for block in blocks:
+                if "![" in block and sections[-1][-1].pieces and len(sections[-1][-1].pieces) > 1:
+                    sections[-1].append(
+                        Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])
+                    )
                 place(Piece(md.render(block), _prose_height(block)))
             continue
         if cell.cell_type != "code":
@@ -317,7 +342,10 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 place(code_piece(stub, "predict"))
                 verdict = "".join(_text(o.get("text", "")) for o in cell.get("outputs", [])).lstrip("✅ ")
                 sections[-1][-1].notes.append(
-                    f"<p><b>Answer</b> (say it after the measurement): <code>{html.escape(solution)}</code></p>"
+                    "<p>Poll the class now; the answer is in the notes of the slides that measure it.</p>"
+                )
+                answer_note = (
+                    f"<p><b>The prediction's answer</b>: <code>{html.escape(solution)}</code></p>"
                     f"<p>{html.escape(verdict.strip())}</p>"
                 )
             else:
@@ -332,18 +360,17 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
         outputs = output_pieces(cell)
         total = code.height + sum(p.height for p in outputs)
         slide = sections[-1][-1]
-        if slide.pieces and slide.height + total > BUDGET:  # a cell and its outputs start a sub-slide together
+        # a cell and its outputs start a sub-slide together when they do not fit; a measurement always does, so
+        # that its answer is not on the question's slide
+        if slide.pieces and (slide.height + total > BUDGET or answer_note):
             sections[-1].append(Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)]))
         for piece in [code, *outputs]:
             place(piece)
-    del pending_notes
-
-    discussion = lesson_discussion(stem)
-    if discussion:
-        questions = "".join(f"<li>{md.renderInline(q)}</li>" for q, _ in discussion)
-        answers = "".join(f"<p><b>{md.renderInline(q)}</b></p>{md.render(a)}" for q, a in discussion)
-        sections.append([Slide([Piece(f"<h2>Discussion</h2><ol class=\"discussion\">{questions}</ol>", 500)],
-                               [answers])])  # fmt: skip
+        if answer_note:  # the first cell after the prediction measures it
+            sections[-1][-1].notes.append(answer_note)
+            answer_note = ""
+    if not discussed:
+        discussion_slide()
 
     body = []
     count = 0

@@ -1,4 +1,5 @@
-"""Put each section's measured run time into the lesson plans (docs/lessons/NN_*.md).
+"""Put the measured run times into the lesson plans (docs/lessons/NN_*.md, each section's) and the README (each
+notebook's).
 
     python tools/lesson_times.py            # rewrite the tables between the run-times markers
     python tools/lesson_times.py --check    # exit 1 if a table differs from docs/lessons/run_times.json
@@ -32,7 +33,8 @@ def table(entry: dict, skip_training: bool = False) -> str:
             "| Section | Its cells run in |",
             "| --- | ---: |",
             *rows,
-            f"| **The whole notebook** | **{_seconds(total)}** |",
+            f"| all the cells | {_seconds(total)} |",
+            f"| **the whole notebook, the kernel's start included** (the README's figure) | **{_seconds(entry['whole'])}** |",
             "",
             f"Measured by `make outputs` on {entry['machine']}"
             + (
@@ -49,6 +51,15 @@ def updated(text: str, entry: dict, skip_training: bool = False) -> str:
     if not pattern.search(text):
         raise SystemExit(f"no {START} ... {END} markers")
     return pattern.sub(lambda _: f"{START}\n{table(entry, skip_training)}\n{END}", text)
+
+
+README = ROOT / "README.md"
+README_ROW = re.compile(r"^\| CPU, 2 cores \|.*\|$", re.MULTILINE)
+
+
+def readme_row(times: dict) -> str:
+    """The README's row of whole-notebook run times, from the same measurements as the lesson plans."""
+    return "| CPU, 2 cores | " + " | ".join(f"{times[stem]['whole']:.0f} s" for stem in sorted(times)) + " |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,6 +82,16 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 path.write_text(new)
                 print(f"{path.name}: run times written")
+    readme = README.read_text()
+    row = readme_row(times)
+    if not README_ROW.search(readme):
+        stale.append("README.md: no row '| CPU, 2 cores | ...' in its table of run times")
+    elif README_ROW.search(readme).group(0) != row:  # pyright: ignore[reportOptionalMemberAccess]
+        if args.check:
+            stale.append("README.md: its run times differ from run_times.json")
+        else:
+            README.write_text(README_ROW.sub(row, readme))
+            print("README.md: run times written")
     for problem in stale:
         print(problem)
     return 1 if stale and args.check else 0

@@ -104,8 +104,8 @@ QUESTIONS: dict[str, Question] = {
         chapter="04",
         choices={
             "a": "all three learn: the warm-up only makes post-norm a little faster",
-            "b": "none learns: lr = 1e-2 is too high for a 12-layer stack, whatever the norm order",
-            "c": "pre-norm without warm-up stalls; post-norm learns with or without a warm-up",
+            "b": "none learns: all three stay near ln 10, lr = 1e-2 being too high for 12 layers whatever the order",
+            "c": "pre-norm without warm-up stalls near ln 10; post-norm learns with or without a warm-up",
             "d": "post-norm without warm-up stalls near ln 10; with a warm-up it learns, and so does pre-norm "
             "without one",
         },

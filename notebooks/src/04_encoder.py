@@ -374,8 +374,8 @@ def sort_loss(model, x, y):
 # 02's training loop and recipe. Besides the steps, the learning rate and the warm-up, three settings matter
 # here:
 #
-# - `grad_clip=None` turns off gradient clipping, which `train` does by default and which would soften the very
-#   instability we want to see;
+# - `grad_clip=None` turns off gradient clipping, which `train` does by default: the runs compare the two orders
+#   of the norms as they are, with nothing to rescue a large step;
 # - `label_smoothing=0.0`: the loss is plain cross-entropy;
 # - `schedule="constant"`: no decay. With `warmup_steps=0` the rate is `1e-2` from the first step; with
 #   `warmup_steps=25` it rises linearly over the first 25 steps, a quarter of the run, then stays at `1e-2`.
@@ -385,8 +385,8 @@ def sort_loss(model, x, y):
 # **Predict, then run.** Same 12-layer sorter, same batches, `lr = 1e-2`, 100 steps. Which runs learn to sort?
 #
 # - (a) all three learn: the warm-up only makes post-norm a little faster;
-# - (b) none learns: `lr = 1e-2` is too high for a 12-layer stack, whatever the norm order;
-# - (c) pre-norm without warm-up stalls; post-norm learns with or without a warm-up;
+# - (b) none learns: all three stay near $\ln 10$, `lr = 1e-2` being too high for 12 layers whatever the order;
+# - (c) pre-norm without warm-up stalls near $\ln 10$; post-norm learns with or without a warm-up;
 # - (d) post-norm without warm-up stalls near $\ln 10$; with a warm-up it learns, and so does pre-norm without one.
 
 # %% tags=["exercise"]

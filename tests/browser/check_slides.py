@@ -57,6 +57,8 @@ INSPECT = """() => {
       solution: /BEGIN SOLUTION|END SOLUTION/.test(Array.from(s.querySelectorAll(":scope > *:not(aside)"))
                                                     .map(e => e.textContent).join(" ")),
       notes: s.querySelector("aside.notes") ? s.querySelector("aside.notes").textContent.length : 0,
+      answer_note: s.querySelector("aside.notes") ? /prediction's answer/.test(s.querySelector("aside.notes").textContent)
+                                                  : false,
       prediction: !!s.querySelector(".badge") && s.querySelector(".badge").textContent === "predict",
       prediction_shown: /my_prediction\\s*=\\s*["']/.test(Array.from(s.querySelectorAll(":scope > *:not(aside)"))
                                                           .map(e => e.textContent).join(" ")),
@@ -133,14 +135,15 @@ def main() -> int:
                     failures.append(f"{where}: a solution or a prediction's answer is on the slide")
                 if s["prediction"]:
                     predictions += 1
-                    if not s["notes"]:
-                        failures.append(f"{where}: a prediction without its answer in the speaker notes")
+                    later = found["slides"][found["slides"].index(s) + 1 :]
+                    if s["answer_note"] or not any(t["answer_note"] for t in later[:3]):
+                        failures.append(f"{where}: the prediction's answer is not in the notes of the slides after it")
             failures += [f"{name}: console: {c}" for c in problems["console"][len(failures) :]]
             tallest = max(s["bottom"] for s in found["slides"])
             print(f"{name:28} {len(found['slides']):3} slides, tallest {tallest} px, {predictions} predictions, "
                   f"{sum(bool(s['notes']) for s in found['slides'])} with notes, {len(failures)} problems")  # fmt: skip
-            if name == SHOT_ALL:  # the speaker view, as `s` opens it, shows the notes of a prediction slide
-                h, v = next(s["slide"] for s in found["slides"] if s["prediction"]).split("/")
+            if name == SHOT_ALL:  # the speaker view, as `s` opens it, shows the notes of the measuring slide
+                h, v = next(s["slide"] for s in found["slides"] if s["answer_note"]).split("/")
                 page.evaluate(f"() => Reveal.slide({h}, {v})")
                 with page.expect_popup(timeout=10000) as popup_info:
                     page.keyboard.press("s")
@@ -151,7 +154,7 @@ def main() -> int:
                     ".map(e => (e.contentDocument ? e.contentDocument.body.innerText : e.innerText)).join(' ')"
                 )
                 speaker.screenshot(path=args.out / f"{name}.speaker-view.png")
-                if "Answer" not in notes_text:
+                if "prediction's answer" not in notes_text:
                     failures.append(f"{name}: the speaker view does not show the prediction's answer")
                 speaker.close()
             shots = found["slides"] if name == SHOT_ALL else found["slides"][:1]
