@@ -10,7 +10,7 @@ Jupyter Book 2 downloads its theme at build time, which no offline build machine
 - ``chapters/NN_*``: the complete editions, exercise solutions folded (``hide-input``), each chart's static PNG twin
   replaced by the interactive chart itself (drawn by the Vega bundle in ``_static``), "Open in Colab" links to both
   editions at the top;
-- ``instructor_guide``, and ``api/``: the reference of ``course_utils`` generated from its docstrings.
+- ``instructor_guide``, ``lessons/`` (the lesson plans of docs/lessons), and ``api/``: the reference of ``course_utils`` generated from its docstrings.
 
 The site must fetch nothing from another host (a classroom without internet, a USB stick): formulas are MathML
 written at build time (``latex2mathml``; the browser draws them, with no script and no web font) and Vega comes from
@@ -188,13 +188,28 @@ def stage() -> None:
                     readme)  # fmt: skip
     readme = readme.replace("](docs/instructor_guide.md)", "](instructor_guide.md)")
     readme = readme.replace("`docs/instructor_guide.md`", "the [instructor guide](instructor_guide.md)")
+    readme = readme.replace("](docs/lessons/)", "](lessons/index.md)")
     readme = re.sub(r"\*\*Read it as a website:\*\*.*?\n\n", "", readme, count=1, flags=re.DOTALL)  # it is read here
     toc = ["", "```{toctree}", ":hidden:", ":caption: Chapters", ""]
     toc += [f"chapters/{p.stem}" for p in chapters]
     toc += ["```", "", "```{toctree}", ":hidden:", ":caption: Teaching and reference", "", "instructor_guide",
-            "api/index", "```", ""]  # fmt: skip
+            "lessons/index", "api/index", "```", ""]  # fmt: skip
     (STAGE / "index.md").write_text(readme + "\n".join(toc))
     shutil.copy(ROOT / "docs" / "instructor_guide.md", STAGE / "instructor_guide.md")
+
+    # The lesson plans, one 90-minute class per chapter
+    lessons = STAGE / "lessons"
+    lessons.mkdir()
+    plans = sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md"))
+    for plan in plans:
+        shutil.copy(plan, lessons / plan.name)
+    (lessons / "index.md").write_text(
+        "# Lesson plans\n\nA 90-minute class for every chapter: what to say, run live, show or skip; how long each "
+        "section runs on two CPU cores; the prediction's poll; class or homework for each exercise; the discussion "
+        "questions with their answers.\n\n```{toctree}\n:maxdepth: 1\n\n"
+        + "\n".join(plan.stem for plan in plans)
+        + "\n```\n"
+    )
 
     api = STAGE / "api"
     api.mkdir()
@@ -230,7 +245,14 @@ def check() -> list[str]:
             problems.append(f"{path.relative_to(OUT)}: {escape(snippet)}")
     pages = list(OUT.rglob("*.html"))
     expected = {f"chapters/{p.stem}.html" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-    expected |= {"index.html", "instructor_guide.html", "api/index.html", "search.html", "searchindex.js"}
+    expected |= {
+        "index.html",
+        "instructor_guide.html",
+        "lessons/index.html",
+        "api/index.html",
+        "search.html",
+        "searchindex.js",
+    }
     missing = sorted(e for e in expected if not (OUT / e).exists())
     problems += [f"missing page: {m}" for m in missing]
     if not pages:

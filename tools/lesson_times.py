@@ -38,7 +38,7 @@ def table(entry: dict, skip_training: bool = False) -> str:
             "",
             f"Measured by `make outputs` on {entry['machine']}"
             + (
-                ", training included (with `SKIP_TRAINING` the training cells load shipped weights instead)."
+                ", training included\n(with `SKIP_TRAINING` the training cells load shipped weights instead)."
                 if skip_training
                 else "."
             ),
