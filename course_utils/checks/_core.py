@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import random
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -87,17 +87,25 @@ def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwa
     return _plain(result, name)
 
 
+# What cuts a gradient off, said after "something" (backpropagates) or "no gradient reaches x: something".
+CUT_OFF = (
+    "cut it off: .item(), .detach(), torch.no_grad(), .numpy() or a new tensor built from numbers "
+    "(torch.tensor(...)). Keep every step in torch operations on the inputs"
+)
+# The same, for an answer whose values are right but whose gradient is not: part of it is cut off.
+CUT_FROM_GRAPH = (
+    "a step is cut from the graph (.detach(), .item(), NumPy or torch.no_grad() on part of the computation), so "
+    "training would follow a wrong gradient: keep every step in torch operations on the inputs"
+)
+
+
 def backpropagates(fn: Callable[..., Any], *args: Any, what: str = "the output") -> None:
     """Raise ``NotYet`` unless ``fn(*args)`` lets gradients flow back to its floating-point tensor arguments: the
     chapters train through these functions, and an answer computed with ``.item()``, ``.detach()``,
     ``torch.no_grad()`` or NumPy returns the right numbers that no optimiser can learn from."""
     inputs = [a.detach().clone().requires_grad_(True) if isinstance(a, Tensor) and a.is_floating_point() else a
               for a in args]  # fmt: skip
-    reason = (
-        f"{what} cannot be trained through: no gradient reaches the inputs. Something cut it off: .item(), "
-        ".detach(), torch.no_grad(), .numpy() or a new tensor built from numbers (torch.tensor(...)). Keep every "
-        "step in torch operations on the inputs"
-    )
+    reason = f"{what} cannot be trained through: no gradient reaches the inputs. Something {CUT_OFF}"
     try:
         got = call(fn, *inputs)
     except NotYet as e:  # NumPy on a tensor that needs a gradient: PyTorch's advice (.detach()) would cut it
@@ -192,6 +200,50 @@ def each_case(one: Callable[..., str], cases: list[dict[str, Any]]) -> str:
             ) from None
         message = message or result
     return message
+
+
+def same_gradients(
+    fn: Callable[..., Any], args: Sequence[Any], reference: Callable[..., Tensor], names: Sequence[str], what: str
+) -> None:
+    """Raise ``NotYet`` unless the gradients that ``fn(*args)`` sends back to the tensor arguments named ``names``
+    (one name per argument, ``""`` for one not compared) equal those of ``reference(*args)``.
+    Run after ``backpropagates``: the values are right, so a different gradient means a step cut from the graph."""
+    theirs = [
+        a.detach().clone().requires_grad_(bool(n)) if isinstance(a, Tensor) else a
+        for a, n in zip(args, names, strict=True)
+    ]
+    ours = [
+        a.detach().clone().requires_grad_(bool(n)) if isinstance(a, Tensor) else a
+        for a, n in zip(args, names, strict=True)
+    ]
+    got = call(fn, *theirs)
+    expected = reference(*ours)
+    if not isinstance(got, Tensor) or not got.requires_grad or got.shape != expected.shape:
+        raise NotYet(f"{what} cannot be trained through: no gradient reaches the inputs. {CUT_FROM_GRAPH}")
+    upstream = torch.randn(expected.shape, generator=torch.Generator().manual_seed(0), dtype=expected.dtype)
+    compared = [(n, t, o) for n, t, o in zip(names, theirs, ours) if n and isinstance(t, Tensor)]
+    got_grads = torch.autograd.grad((got * upstream).sum(), [t for _, t, _ in compared], allow_unused=True)
+    expected_grads = torch.autograd.grad((expected * upstream).sum(), [o for _, _, o in compared])
+    for (name, _, _), g, e in zip(compared, got_grads, expected_grads):
+        if g is None:
+            raise NotYet(f"no gradient reaches {name}: {CUT_FROM_GRAPH}")
+        if not torch.allclose(g.double(), e.double(), atol=1e-4, rtol=1e-3):
+            raise NotYet(
+                f"{what} has the right values but not the right gradient with respect to {name}: {CUT_FROM_GRAPH}"
+            )
+
+
+def call_layer(fn: Callable[..., Any], *args: Any) -> Any:
+    """``call(fn, *args)`` for a layer's forward written from its submodules: an error about a tuple gets the hint
+    that ``self_attn`` returns two things."""
+    try:
+        return call(fn, *args)
+    except NotWritten:
+        raise
+    except NotYet as e:
+        if "tuple" in str(e):
+            raise NotYet(f"{str(e).rstrip('.')}; self_attn returns (output, weights): take its [0]") from None
+        raise
 
 
 # Errors whose message is empty, and what usually raises them in an exercise.

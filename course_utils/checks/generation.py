@@ -17,6 +17,7 @@ from ._core import (
     Verdict,
     backpropagates,
     call,
+    call_layer,
     differs,
     each_case,
     name_mistake,
@@ -43,7 +44,7 @@ def check_gpt_block(fn: Callable[..., Any]) -> Verdict:
                     parameter.normal_()
         x = torch.randn(B, T, 16, generator=torch.Generator().manual_seed(seed))
         with not_called(block), torch.no_grad():
-            got = _with_hint(fn, block, x)
+            got = call_layer(fn, block, x)
         ln1, ln2, ffn = block.norm1, block.norm2, block.feed_forward
         flipped = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)  # PyTorch's convention: True = hidden
 
@@ -99,18 +100,6 @@ def check_gpt_block(fn: Callable[..., Any]) -> Verdict:
         return each_case(one, [dict(B=2, T=5, seed=0), dict(B=3, T=7, seed=1)])
 
     return verdict(run)
-
-
-def _with_hint(fn: Callable[..., Any], *args: Any) -> Any:
-    """``call(fn, *args)``; an error about a tuple gets the hint that ``self_attn`` returns two things."""
-    try:
-        return call(fn, *args)
-    except NotWritten:
-        raise
-    except NotYet as e:
-        if "tuple" in str(e):
-            raise NotYet(f"{str(e).rstrip('.')}; self_attn returns (output, weights): take its [0]") from None
-        raise
 
 
 def check_kv_cache_step(fn: Callable[..., Any]) -> Verdict:

@@ -5,7 +5,7 @@ Shape letters: B batch, T sequence length, d features. Masks are bool, True = ma
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -20,10 +20,12 @@ from ._core import (
     Verdict,
     backpropagates,
     call,
+    call_layer,
     each_case,
     name_mistake,
     not_called,
     same,
+    same_gradients,
     verdict,
 )
 
@@ -35,40 +37,6 @@ __all__ = [
 ]
 
 # --- shared by the checkers --------------------------------------------------------------------------------------
-
-_CUT = (
-    "a step is cut from the graph (.detach(), .item(), NumPy or torch.no_grad() on part of the computation), so "
-    "training would follow a wrong gradient: keep every step in torch operations on the inputs"
-)
-
-
-def _same_gradients(
-    fn: Callable[..., Any], args: Sequence[Any], reference: Callable[..., Tensor], names: Sequence[str], what: str
-) -> None:
-    """Raise ``NotYet`` unless the gradients that ``fn(*args)`` sends back to the tensor arguments named ``names``
-    (one name per argument, ``""`` for one not compared) equal those of ``reference(*args)``.
-    Run after ``backpropagates``: the values are right, so a different gradient means a step cut from the graph."""
-    theirs = [
-        a.detach().clone().requires_grad_(bool(n)) if isinstance(a, Tensor) else a
-        for a, n in zip(args, names, strict=True)
-    ]
-    ours = [
-        a.detach().clone().requires_grad_(bool(n)) if isinstance(a, Tensor) else a
-        for a, n in zip(args, names, strict=True)
-    ]
-    got = call(fn, *theirs)
-    expected = reference(*ours)
-    if not isinstance(got, Tensor) or not got.requires_grad or got.shape != expected.shape:
-        raise NotYet(f"{what} cannot be trained through: no gradient reaches the inputs. {_CUT}")
-    upstream = torch.randn(expected.shape, generator=torch.Generator().manual_seed(0), dtype=expected.dtype)
-    compared = [(n, t, o) for n, t, o in zip(names, theirs, ours) if n and isinstance(t, Tensor)]
-    got_grads = torch.autograd.grad((got * upstream).sum(), [t for _, t, _ in compared], allow_unused=True)
-    expected_grads = torch.autograd.grad((expected * upstream).sum(), [o for _, _, o in compared])
-    for (name, _, _), g, e in zip(compared, got_grads, expected_grads):
-        if g is None:
-            raise NotYet(f"no gradient reaches {name}: {_CUT}")
-        if not torch.allclose(g.double(), e.double(), atol=1e-4, rtol=1e-3):
-            raise NotYet(f"{what} has the right values but not the right gradient with respect to {name}: {_CUT}")
 
 
 def _norm_call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -188,7 +156,7 @@ def check_layer_norm(fn: Callable[..., Any]) -> Verdict:
         _same_normalised(got, expected)
         backpropagates(fn, x, weight, bias, eps, what="the normalised output")
         reference = lambda x, w, b, eps: F.layer_norm(x, (d,), w, b, eps)  # noqa: E731
-        _same_gradients(fn, (x, weight, bias, eps), reference, ("x", "weight", "bias", ""), "the normalised output")
+        same_gradients(fn, (x, weight, bias, eps), reference, ("x", "weight", "bias", ""), "the normalised output")
         return "layer_norm matches F.layer_norm (biased variance, eps inside the root)."
 
     def run() -> str:
@@ -261,7 +229,7 @@ def check_rms_norm(fn: Callable[..., Any]) -> Verdict:
         _same_normalised(got, expected)
         backpropagates(fn, x, weight, eps, what="the normalised output")
         reference = lambda x, w, eps: F.rms_norm(x, (d,), w, eps)  # noqa: E731
-        _same_gradients(fn, (x, weight, eps), reference, ("x", "weight", ""), "the normalised output")
+        same_gradients(fn, (x, weight, eps), reference, ("x", "weight", ""), "the normalised output")
         return "rms_norm matches F.rms_norm: no mean subtracted, eps inside the root."
 
     def run() -> str:
@@ -277,17 +245,6 @@ _LAYER_CASES: list[dict[str, Any]] = [
     dict(lengths=(3, 5), T=5, d_model=16, seed=0),
     dict(lengths=(6, 2, 7), T=7, d_model=8, seed=1),
 ]
-
-
-def _with_hint(fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return call(fn, *args)
-    except NotWritten:
-        raise
-    except NotYet as e:
-        if "tuple" in str(e):
-            raise NotYet(f"{e}; self_attn returns (output, weights): take its [0]") from None
-        raise
 
 
 def _layer_case(
@@ -314,7 +271,7 @@ def _layer_case(
 def _run_layer(fn: Callable[..., Any], layer: nn.Module, x: Tensor, mask: Tensor) -> Any:
     """The answer's output, computed without gradients; an answer that calls ``layer(...)`` itself is told so."""
     with torch.no_grad(), not_called(layer):
-        return _with_hint(fn, layer, x, mask)
+        return call_layer(fn, layer, x, mask)
 
 
 def _mask_mistakes(attend_with: Callable[[Tensor | None], Tensor], mask: Tensor) -> list[tuple[Tensor, str]]:
@@ -430,7 +387,7 @@ def _trains_through(
     answer.__name__ = getattr(fn, "__name__", answer.__name__)
     with not_called(layer):
         backpropagates(answer, x, what="the layer's output")
-        _same_gradients(answer, (x,), reference, ("x",), "the layer's output")
+        same_gradients(answer, (x,), reference, ("x",), "the layer's output")
 
 
 def check_pre_norm_layer(fn: Callable[..., Any]) -> Verdict:

@@ -26,6 +26,7 @@ from ._core import (
     name_mistake,
     not_called,
     same,
+    same_gradients,
     verdict,
 )
 
@@ -38,12 +39,6 @@ def _query_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return args[0] if args else kwargs.get("query")
 
 
-_CUT = (
-    "something cut it off: .item(), .detach(), torch.no_grad(), .numpy() or a new tensor built from numbers "
-    "(torch.tensor(...)). Keep every step in torch operations on the inputs"
-)
-
-
 def _trains_through(
     fn: Callable[..., Any], layer: nn.Module, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor
 ) -> None:
@@ -53,26 +48,19 @@ def _trains_through(
     def through_x(x: Tensor) -> Any:
         return fn(layer, x, memory, src_mask, tgt_mask)
 
-    through_x.__name__ = getattr(fn, "__name__", "your function")
+    def answer(x: Tensor, memory: Tensor) -> Any:
+        return fn(layer, x, memory, src_mask, tgt_mask)
+
+    through_x.__name__ = answer.__name__ = getattr(fn, "__name__", "your function")
     with not_called(layer):
         backpropagates(through_x, x, what="the layer's output")
-        theirs = x.detach().clone().requires_grad_(True), memory.detach().clone().requires_grad_(True)
-        got = call(fn, layer, theirs[0], theirs[1], src_mask, tgt_mask)
-    ours = x.detach().clone().requires_grad_(True), memory.detach().clone().requires_grad_(True)
-    expected = layer(ours[0], ours[1], src_mask, tgt_mask)
-    if not isinstance(got, Tensor) or not got.requires_grad or got.shape != expected.shape:
-        raise NotYet(f"the layer's output cannot be trained through: no gradient reaches the inputs; {_CUT}")
-    upstream = torch.randn(expected.shape, generator=torch.Generator().manual_seed(0))
-    got_grads = torch.autograd.grad((got * upstream).sum(), list(theirs), allow_unused=True)
-    expected_grads = torch.autograd.grad((expected * upstream).sum(), list(ours))
-    for name, g, e in zip(("x", "memory"), got_grads, expected_grads, strict=True):
-        if g is None:
-            encoder = " (the encoder learns through cross-attention's keys and values)" if name == "memory" else ""
-            raise NotYet(f"no gradient reaches {name}{encoder}: {_CUT}")
-        if not torch.allclose(g.double(), e.double(), atol=1e-4, rtol=1e-3):
-            raise NotYet(
-                f"the layer's output has the right values but not the right gradient with respect to {name}: {_CUT}"
-            )
+    same_gradients(
+        answer,
+        (x, memory),
+        lambda x, memory: layer(x, memory, src_mask, tgt_mask),
+        ("x", "memory (the encoder learns through cross-attention's keys and values)"),
+        "the layer's output",
+    )
 
 
 _DecoderCase = tuple[
