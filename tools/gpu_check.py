@@ -6,9 +6,11 @@ Runs what only a GPU runs, times it, and writes one report, ``benchmarks/gpu/rep
 - ``notebooks``: every notebook's complete edition executed on the GPU, as a student's Colab runs it (07 trains
   SHAKESPEARE_GPT_GPU there), each timed, with the errors and the key figures it printed;
 - ``translator``: chapter 08's full recipe, MULTI30K_TRANSLATOR, trained on the GPU, then its greedy test BLEU;
-- ``bench-gpt``: benchmarks/bench_gpt.py, the course's GPT against nanoGPT's model in the same loop, to
-  validation loss 1.47, compiled and not;
-- ``bench-transformer``: benchmarks/bench_transformer.py, the full model against nn.Transformer's layers.
+- ``bench-gpt``: benchmarks/bench_gpt.py, the course's GPT against nanoGPT's model in the same loop, then to
+  validation loss 1.47; ``bench-gpt-compiled``: the same with ``torch.compile``;
+- ``bench-transformer``: benchmarks/bench_transformer.py, the full model against nn.Transformer's layers;
+- ``nanogpt``: benchmarks/nanogpt_anchor.py, nanoGPT's own training on the same GPU (``--nanogpt``: a checkout of
+  github.com/karpathy/nanoGPT; skipped without one), the anchor for bench-gpt's time to 1.47.
 
 Each part may be run alone (``--parts``); the report keeps the parts already measured. Without CUDA the script
 refuses in one line. A GPU machine without a package registry gets the missing packages as wheels: ``make
@@ -17,6 +19,7 @@ gpu-check`` installs the wheels first.
 
     python tools/gpu_check.py                              # every part
     python tools/gpu_check.py --parts notebooks translator
+    python tools/gpu_check.py --parts notebooks --jobs 4   # four notebooks at a time (their times then overlap)
     python tools/gpu_check.py --smoke --out /tmp/smoke     # the script itself, on the CPU, at toy sizes
 """
 
@@ -36,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "gpu"
-PARTS = ("notebooks", "translator", "bench-gpt", "bench-transformer")
+PARTS = ("notebooks", "bench-gpt", "bench-transformer", "bench-gpt-compiled", "nanogpt", "translator")
 # Printed lines worth keeping from each notebook: losses, accuracies, BLEU, which recipe ran.
 FIGURES = re.compile(r"validation loss|exact match|BLEU|this run uses|steps in|held-out", re.IGNORECASE)
 
@@ -55,20 +58,33 @@ def environment(device: str) -> dict[str, Any]:
     }
 
 
-def notebooks(timeout: int, only: str = "") -> list[dict[str, Any]]:
+def _notebook(path: Path, timeout: int) -> dict[str, Any]:
     import nbformat  # imported here: the preflight runs before `make gpu-check` installs the wheels
     from gpu_dry_run import execute
 
     env = {**os.environ, "COURSE_PROGRESS": "text"}
     for name in ("COURSE_DEVICE", "COURSE_SKIP_TRAINING", "COURSE_GPU_DRY_RUN", "CUDA_VISIBLE_DEVICES"):
         env.pop(name, None)  # the GPU, training included, as in Colab
-    results = []
-    for path in sorted((ROOT / "notebooks").glob(f"{only}_*.ipynb" if only else "[0-9][0-9]_*.ipynb")):
-        seconds, errors, lines = execute(nbformat.read(path, as_version=4), env, timeout)
-        figures = [line.strip()[:200] for _, line in lines if FIGURES.search(line)]
-        results.append({"notebook": path.stem, "seconds": round(seconds, 1), "errors": errors, "figures": figures})
-        print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors", flush=True)
-    return results
+    seconds, errors, lines = execute(nbformat.read(path, as_version=4), env, timeout)
+    figures = [line.strip()[:200] for _, line in lines if FIGURES.search(line)]
+    print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors", flush=True)
+    for error in errors:
+        print(f"   ERROR {error}", flush=True)
+    return {"notebook": path.stem, "seconds": round(seconds, 1), "errors": errors, "figures": figures}
+
+
+def notebooks(timeout: int, only: str = "", jobs: int = 1) -> list[dict[str, Any]]:
+    """Every complete edition executed on the GPU, ``jobs`` at a time (one kernel each), in chapter order."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    paths = sorted((ROOT / "notebooks").glob(f"{only}_*.ipynb" if only else "[0-9][0-9]_*.ipynb"))
+    if jobs <= 1:
+        return [_notebook(path, timeout) for path in paths]
+    # The longest first, so the slowest chapters do not start last (07 trains the GPU recipe; 08-10 train too).
+    order = sorted(paths, key=lambda p: p.stem[:2] not in ("07", "09", "08", "10"))
+    with ProcessPoolExecutor(jobs) as pool:
+        done = dict(zip(order, pool.map(_notebook, order, [timeout] * len(order))))
+    return [done[path] for path in paths]
 
 
 def translator(device: str, smoke: bool) -> dict[str, Any]:
@@ -126,8 +142,16 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     if "notebooks" in report:
+        jobs = report.get("notebook_jobs", 1)
         lines += [
             "## Notebooks on the GPU",
+            "",
+            "Each complete edition executed top to bottom in its own kernel, on the GPU, training included"
+            + (
+                f", {jobs} notebooks at a time (so each one's seconds include sharing the GPU and CPUs)."
+                if jobs > 1
+                else ", one after another."
+            ),
             "",
             "| notebook | seconds | errors | figures printed |",
             "| --- | --- | --- | --- |",
@@ -145,7 +169,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"(`{t['signature']}`), decoded in {t['decode_seconds']} s.",
             "",
         ]
-    for part in ("bench-gpt", "bench-transformer"):
+    for part in ("bench-gpt", "bench-transformer", "nanogpt"):  # bench-gpt holds eager and, when run, compiled
         if part in report:
             lines += [f"## {part}", "", "```json", json.dumps(report[part], indent=1)[:4000], "```", ""]
     return "\n".join(lines)
@@ -155,6 +179,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--timeout", type=int, default=1800, help="seconds a notebook cell may take")
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks executed at a time")
+    parser.add_argument("--nanogpt", type=Path, default=ROOT / ".nanogpt", help="a checkout of karpathy/nanoGPT")
     parser.add_argument("--out", type=Path, default=OUT, help="where report.json and report.md go")
     parser.add_argument("--preflight", action="store_true", help="only check that this machine has CUDA")
     parser.add_argument(
@@ -184,13 +210,23 @@ def main() -> int:
     for part in args.parts:
         print(f"--- {part}", flush=True)
         if part == "notebooks":
-            report[part] = notebooks(args.timeout, only="01" if args.smoke else "")
+            report[part] = notebooks(args.timeout, only="0[12]" if args.smoke else "", jobs=args.jobs)
+            report["notebook_jobs"] = args.jobs
         elif part == "translator":
             report[part] = translator(device, args.smoke)
         elif part == "bench-gpt":
-            report[part] = {"eager": benchmark(device, "bench_gpt.py", *gpt_args)}
-            if not args.smoke:  # compiling takes minutes on a CPU
-                report[part]["compiled"] = benchmark(device, "bench_gpt.py", *gpt_args, "--compile")
+            report[part] = {**report.get(part, {}), "eager": benchmark(device, "bench_gpt.py", *gpt_args)}
+        elif part == "bench-gpt-compiled":  # compiling takes minutes on a CPU: the smoke test skips it
+            if not args.smoke:
+                compiled = benchmark(device, "bench_gpt.py", *gpt_args, "--compile")
+                report["bench-gpt"] = {**report.get("bench-gpt", {}), "compiled": compiled}
+        elif part == "nanogpt":
+            if not (args.nanogpt / "train.py").exists():
+                print(f"no nanoGPT checkout at {args.nanogpt}: skipped")
+                continue
+            tiny = ("--max-iters", "20", "--compile=False", "--eval_interval=10", "--eval_iters=2",
+                    "--batch_size=2", "--n_layer=1", "--dtype=float32")  # fmt: skip
+            report[part] = benchmark(device, "nanogpt_anchor.py", str(args.nanogpt), *(tiny if args.smoke else ()))
         elif part == "bench-transformer":
             sizes = ("--preset", "dates", "--timing-steps", "2") if args.smoke else ("--preset", "base")
             report[part] = benchmark(device, "bench_transformer.py", *sizes, "--skip-accuracy")
