@@ -127,7 +127,7 @@ def main() -> None:
         runner = torch.compile(model) if args.compile else model
         optimizer = make_optimizer(model, config)
         windows = random_windows(train_ids, sizes.block_size, config.batch_size, seed=0)
-        done, trained = None, 0.0
+        done, trained, evals = None, 0.0, []
         for i in range(config.steps):
             t = time.perf_counter()
             for group in optimizer.param_groups:
@@ -138,12 +138,13 @@ def main() -> None:
                 trained += time.perf_counter() - t
                 val = estimate_loss(model, {"val": val_ids}, config.batch_size, iters=40)["val"]
                 print(f"  step {i + 1:5d}: validation loss {val:.3f} after {trained:.1f} s of training")
+                evals.append({"step": i + 1, "val_loss": round(val, 4), "seconds": round(trained, 1)})
                 if val <= args.to_loss:
                     done = {"step": i + 1, "seconds": round(trained, 1), "val_loss": round(val, 4)}
                     break
             else:
                 trained += time.perf_counter() - t
-        result["to_loss"] = {"target": args.to_loss, "reached": done}
+        result["to_loss"] = {"target": args.to_loss, "reached": done, "evals": evals}
         print(
             f"validation loss {args.to_loss} "
             + (f"reached at step {done['step']}, {done['seconds']} s" if done else "not reached")

@@ -29,6 +29,7 @@ solutions and are folded away), and notebooks/student/NN_*.ipynb, where every ``
     python notebooks/build.py --check          # exit 1 if a notebook differs from its source
     python notebooks/build.py --twins          # redraw the static chart images of stored outputs
     python notebooks/build.py --pull 06        # write notebooks/06_*.ipynb, edited in Jupyter, back to src/
+    python notebooks/build.py --prose 07       # Markdown edits only: keep the stored outputs (refused if code changed)
 """
 
 from __future__ import annotations
@@ -389,6 +390,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="fail if a notebook differs from its source")
     parser.add_argument("--twins", action="store_true", help="only (re)draw the static twins of stored charts")
     parser.add_argument("--pull", action="store_true", help="write notebooks edited in Jupyter back to their sources")
+    parser.add_argument("--prose", action="store_true", help="rewrite Markdown only, keeping the stored outputs")
     args = parser.parse_args()
     sources = sorted((HERE / "src").glob("[0-9][0-9]_*.py"))
     sources = [s for s in sources if not args.only or any(s.stem.startswith(p) for p in args.only)]
@@ -411,6 +413,19 @@ def main() -> int:
                 if not path.exists() or comparable(nbformat.read(path, as_version=4)) != comparable(nb):
                     stale.append(str(path.relative_to(HERE)))
                 continue
+            if args.prose and edition == "complete":
+                stored = nbformat.read(path, as_version=4)
+                code = [(c.source, c.metadata) for c in nb.cells if c.cell_type == "code"]
+                if code != [(c.source, c.metadata) for c in stored.cells if c.cell_type == "code"]:
+                    print(
+                        f"{path.name}: code cells differ from the source, so its outputs would be stale: run --execute"
+                    )
+                    return 1
+                outputs = iter([(c.outputs, c.execution_count) for c in stored.cells if c.cell_type == "code"])
+                for cell in nb.cells:
+                    if cell.cell_type == "code":
+                        cell.outputs, cell.execution_count = next(outputs)
+                nb.metadata = stored.metadata
             if args.execute and edition == "complete":  # the student edition ships without outputs
                 print(f"running {path.name} ...", flush=True)
                 seconds = execute(nb, src.stem)

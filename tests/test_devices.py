@@ -187,3 +187,30 @@ def test_evaluation_helpers_create_every_tensor_on_the_model_device():
     bpe = learn_bpe(["a small text", "another small text"], vocab_size=40)
     translator = Transformer(bpe.vocab_size, bpe.vocab_size, d_model=16, n_heads=2, n_layers=1, d_ff=32).eval()
     assert watched(translate, translator, bpe, ["a text", "small"], beam_size=2, max_extra=3) == []
+
+
+def test_a_masked_fused_attention_leaves_cudnn_out_where_pytorch_could_pick_it(monkeypatch):
+    """PyTorch 2.11 tries cuDNN's attention first on Hopper GPUs, and with an explicit mask that kernel crashed the
+    course's GPU run. The branch that leaves it out runs here on the CPU, and computes what PyTorch computes."""
+    from course_utils.model import attention
+
+    chosen = []
+    real = attention.sdpa_kernel
+
+    def spy(backends):
+        chosen.append(list(backends))
+        return real(backends)
+
+    monkeypatch.setattr(attention, "sdpa_kernel", spy)
+    monkeypatch.setattr(attention, "_CUDNN_DEVICES", ("cpu",))
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 5, 16)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)[:, None, :, None]  # on the queries axis
+    out, _ = mha(x, x, x, mask)
+    assert chosen and all(torch.nn.attention.SDPBackend.CUDNN_ATTENTION not in b for b in chosen)
+    expected, _ = mha(x, x, x, mask, need_weights=True)  # the readable path, which never calls the fused kernel
+    torch.testing.assert_close(out, expected)
+    chosen.clear()
+    mha(x, x, x, is_causal=True)  # no mask: PyTorch's own choice of kernel
+    assert not chosen

@@ -95,3 +95,22 @@ def test_gpu_check_runs_end_to_end_at_toy_sizes_on_the_cpu(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = (tmp_path / "report.md").read_text()
     assert "MULTI30K_QUICK: 5 steps" in report and "## bench-transformer" in report
+
+
+def test_the_gpu_report_sets_the_gpt_beside_nanogpts_own_run():
+    evals = [{"step": 250, "val_loss": 2.1, "seconds": 4.0}, {"step": 500, "val_loss": 1.8, "seconds": 8.0}]
+    report = {
+        "bench-gpt": {
+            "eager": {"ms_per_step": {"course_utils.GPT": 20.0, "nanoGPT architecture": 15.0}, "ratio": 1.333,
+                      "to_loss": {"target": 1.47, "reached": None, "evals": evals}},
+            "compiled": {"ms_per_step": {"course_utils.GPT": 14.0, "nanoGPT architecture": 13.0}, "ratio": 1.077,
+                         "to_loss": {"target": 1.47, "reached": {"step": 1750, "seconds": 26.2, "val_loss": 1.46}}},
+        },
+        "nanogpt": {"median_ms_per_iter": 13.5, "evals": [{"step": 1750, "val_loss": 1.4714}], "to_loss": {"reached": None}},
+        "notes": ["translator was stopped"],
+    }  # fmt: skip
+    text = gpu_check.markdown(report)
+    assert "| course_utils.GPT, eager | 20.0 | 15.0 | 1.333 | not reached (best 1.8 at step 500) |" in text
+    assert "| course_utils.GPT, compiled | 14.0 | 13.0 | 1.077 | 1.46 at step 1750, 26.2 s |" in text
+    assert "| nanoGPT's own train.py, compiled | - | 13.5 | - | not reached (best 1.4714 at step 1750) |" in text
+    assert "validation loss 1.47 (" in text and "Note: translator was stopped" in text

@@ -169,10 +169,47 @@ def markdown(report: dict[str, Any]) -> str:
             f"(`{t['signature']}`), decoded in {t['decode_seconds']} s.",
             "",
         ]
+    lines += _gpt_summary(report)
+    for note in report.get("notes", []):
+        lines += [f"Note: {note}", ""]
     for part in ("bench-gpt", "bench-transformer", "nanogpt"):  # bench-gpt holds eager and, when run, compiled
         if part in report:
             lines += [f"## {part}", "", "```json", json.dumps(report[part], indent=1)[:4000], "```", ""]
     return "\n".join(lines)
+
+
+def _gpt_summary(report: dict[str, Any]) -> list[str]:
+    """The GPT's step times and time to the target loss, beside nanoGPT's own run, as one table."""
+    rows = []
+    for mode, r in report.get("bench-gpt", {}).items():
+        ms, reached = r.get("ms_per_step", {}), (r.get("to_loss") or {}).get("reached")
+        ours, ref = ms.get("course_utils.GPT"), ms.get("nanoGPT architecture")
+        best = min((r.get("to_loss") or {}).get("evals", []), key=lambda e: e["val_loss"], default=None)
+        seen = f" (best {best['val_loss']} at step {best['step']})" if best else ""
+        to_loss = f"{reached['val_loss']} at step {reached['step']}, {reached['seconds']} s" if reached else ""
+        to_loss = to_loss or "not reached" + seen
+        rows.append(f"| course_utils.GPT, {mode} | {ours} | {ref} | {r.get('ratio')} | {to_loss} |")
+    if "nanogpt" in report:
+        n = report["nanogpt"]
+        best = min(n.get("evals", []), key=lambda e: e["val_loss"], default=None)
+        seen = f"best {best['val_loss']} at step {best['step']}" if best else "-"
+        reached = (n.get("to_loss") or {}).get("reached")
+        to_loss = f"{reached['val_loss']} at step {reached['step']}" if reached else f"not reached ({seen})"
+        rows.append(f"| nanoGPT's own train.py, compiled | - | {n.get('median_ms_per_iter')} | - | {to_loss} |")
+    if not rows:
+        return []
+    target = next((r["to_loss"]["target"] for r in report.get("bench-gpt", {}).values() if r.get("to_loss")), "-")
+    return [
+        "## The GPT against nanoGPT",
+        "",
+        "Milliseconds per training step (median, the two models in alternation), and the validation loss "
+        f"{target} (seconds of training, evaluations excluded).",
+        "",
+        "| run | the course's GPT, ms/step | nanoGPT's model, ms/step | ratio | to the target loss |",
+        "| --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+    ]
 
 
 def main() -> int:
@@ -228,7 +265,11 @@ def main() -> int:
                     "--batch_size=2", "--n_layer=1", "--dtype=float32")  # fmt: skip
             report[part] = benchmark(device, "nanogpt_anchor.py", str(args.nanogpt), *(tiny if args.smoke else ()))
         elif part == "bench-transformer":
-            sizes = ("--preset", "dates", "--timing-steps", "2") if args.smoke else ("--preset", "base")
+            sizes = (
+                ("--preset", "dates", "--timing-steps", "2")
+                if args.smoke
+                else ("--preset", "base", "--timing-steps", "50")
+            )
             report[part] = benchmark(device, "bench_transformer.py", *sizes, "--skip-accuracy")
         args.out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=1))  # after each part: a later failure keeps what was measured

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .positional import apply_rotary
 from .torch_names import course_state_dict
@@ -26,6 +27,25 @@ __all__ = [
     "record_attention",
     "scaled_dot_product_attention",
 ]
+
+
+# PyTorch 2.11 runs F.scaled_dot_product_attention through cuDNN first on Hopper GPUs (H100, H200). Given an explicit
+# mask, that kernel failed in the course's own GPU run (a mask broadcast over the keys: "mha_graph.execute(...)
+# .is_good()" in the backward pass, then "misaligned address" on every later CUDA call). It also builds a plan for
+# each new pair of lengths (in that run the first steps of chapter 08's translator, whose batches vary in length,
+# took seconds each, which such plans would explain). A call with a mask therefore leaves cuDNN out: the
+# memory-efficient kernel (or the plain math) computes it.
+# Calls without a mask (the GPT's causal attention) keep PyTorch's own choice.
+_MASKED_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+_CUDNN_DEVICES = ("cuda",)  # where PyTorch may pick cuDNN (a test puts "cpu" here to take the branch without a GPU)
+
+
+def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, is_causal: bool) -> Tensor:
+    """``F.scaled_dot_product_attention``, without cuDNN's kernel when a mask is given on a GPU (see above)."""
+    if mask is None or q.device.type not in _CUDNN_DEVICES:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+    with sdpa_kernel(_MASKED_BACKENDS):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
 
 
 def validate_mask(mask: Tensor, scores_shape: torch.Size) -> None:
@@ -266,9 +286,7 @@ class MultiHeadAttention(nn.Module):
         else:  # the fused kernel: the same function, without materialising the weights
             if attn_mask is not None:
                 validate_mask(attn_mask, torch.Size((q.size(0), self.n_heads, T_q, T_k)))
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=causal_kernel
-            )  # (B, h, T_q, d_k)
+            out = _fused_attention(q, k, v, attn_mask, dropout_p, causal_kernel)  # (B, h, T_q, d_k)
             weights = None
         out = out.transpose(1, 2).reshape(out.size(0), T_q, self.d_model)  # (B, T_q, h * d_k): heads concatenated
         return self.w_o(out), weights  # (B, T_q, d_model), (B, h, T_q, T_k) or None
@@ -384,7 +402,7 @@ class GroupedQueryAttention(nn.Module):
         else:
             plain = T == T_k and T > 1  # no cache: the kernel applies the triangle itself
             mask = None if plain else triangle
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=plain)
+            out = _fused_attention(q, k, v, mask, dropout_p, plain)
             weights = None
         out = out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_k)  # (B, T, h * d_k): heads concatenated
         return self.w_o(out), weights  # (B, T, d_model), (B, h, T, T_k) or None

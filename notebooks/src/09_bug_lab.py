@@ -118,7 +118,7 @@ def swap_modules(model, kind, make):
     for module in list(model.modules()):
         for name, child in module.named_children():
             if type(child) is kind:
-                new = make(child)
+                new = make(child).to(next(child.parameters()).device)  # where the old one was: a trained model's GPU
                 new.load_state_dict(child.state_dict())
                 setattr(module, name, new)
     return model
