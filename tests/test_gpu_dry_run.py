@@ -89,12 +89,13 @@ def test_the_gpu_report_renders_every_part_it_holds():
 def test_gpu_check_runs_end_to_end_at_toy_sizes_on_the_cpu(tmp_path):
     """`--smoke` takes every step of the GPU check on the CPU (data, training, decoding, BLEU, a benchmark, the
     report), so that a GPU session, rare and short, is not spent on a broken script."""
-    parts = ["--parts", "translator", "bench-transformer"]
+    parts = ["--parts", "translator", "bench-transformer", "profile-gpt"]
     command = [sys.executable, str(Path(gpu_check.__file__)), "--smoke", "--out", str(tmp_path), *parts]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = (tmp_path / "report.md").read_text()
     assert "MULTI30K_QUICK: 5 steps" in report and "## bench-transformer" in report
+    assert "## Profile of a training step: course_utils.GPT" in report and "aten::mm" in report
 
 
 def test_the_gpu_report_sets_the_gpt_beside_nanogpts_own_run():

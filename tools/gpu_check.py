@@ -10,7 +10,9 @@ Runs what only a GPU runs, times it, and writes one report, ``benchmarks/gpu/rep
   validation loss 1.47; ``bench-gpt-compiled``: the same with ``torch.compile``;
 - ``bench-transformer``: benchmarks/bench_transformer.py, the full model against nn.Transformer's layers;
 - ``nanogpt``: benchmarks/nanogpt_anchor.py, nanoGPT's own training on the same GPU (``--nanogpt``: a checkout of
-  github.com/karpathy/nanoGPT; skipped without one), the anchor for bench-gpt's time to 1.47.
+  github.com/karpathy/nanoGPT; skipped without one), the anchor for bench-gpt's time to 1.47;
+- ``profile-gpt``: benchmarks/profile_gpt.py, where a training step of the GPT and of nanoGPT's architecture spends
+  its time on the GPU (the kernels that take longest, and how many each step launches).
 
 Each part may be run alone (``--parts``); the report keeps the parts already measured. Without CUDA the script
 refuses in one line. A GPU machine without a package registry gets the missing packages as wheels: ``make
@@ -39,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "gpu"
-PARTS = ("notebooks", "bench-gpt", "bench-transformer", "bench-gpt-compiled", "nanogpt", "translator")
+PARTS = ("notebooks", "bench-gpt", "bench-transformer", "bench-gpt-compiled", "nanogpt", "profile-gpt", "translator")
 # Printed lines worth keeping from each notebook: losses, accuracies, BLEU, which recipe ran.
 FIGURES = re.compile(r"validation loss|exact match|BLEU|this run uses|steps in|held-out", re.IGNORECASE)
 
@@ -172,6 +174,17 @@ def markdown(report: dict[str, Any]) -> str:
     lines += _gpt_summary(report)
     for note in report.get("notes", []):
         lines += [f"Note: {note}", ""]
+    for kind, r in report.get("profile-gpt", {}).get("models", {}).items():
+        lines += [
+            f"## Profile of a training step: {kind}",
+            "",
+            f"{r['aten_ops_per_step']:.0f} PyTorch operators and {r['kernels_per_step']:.0f} GPU kernels a step.",
+            "",
+            "```",
+            r["table"],
+            "```",
+            "",
+        ]
     for part in ("bench-gpt", "bench-transformer", "nanogpt"):  # bench-gpt holds eager and, when run, compiled
         if part in report:
             lines += [f"## {part}", "", "```json", json.dumps(report[part], indent=1)[:4000], "```", ""]
@@ -264,6 +277,10 @@ def main() -> int:
             tiny = ("--max-iters", "20", "--compile=False", "--eval_interval=10", "--eval_iters=2",
                     "--batch_size=2", "--n_layer=1", "--dtype=float32")  # fmt: skip
             report[part] = benchmark(device, "nanogpt_anchor.py", str(args.nanogpt), *(tiny if args.smoke else ()))
+        elif part == "profile-gpt":
+            report[part] = benchmark(
+                device, "profile_gpt.py", *(("--preset", "cpu", "--steps", "1") if args.smoke else ())
+            )
         elif part == "bench-transformer":
             sizes = (
                 ("--preset", "dates", "--timing-steps", "2")
