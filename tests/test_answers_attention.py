@@ -185,6 +185,22 @@ def attention_numpy(query, key, value, mask=None):
     return torch.from_numpy(weights / weights.sum(-1, keepdims=True) @ v)
 
 
+def attention_weights_detached(query, key, value, mask=None):
+    """The weights taken out of the graph: the values' gradient is right, the queries' and keys' never arrive."""
+    _, weights = attention_solution(query, key, value, mask)
+    return weights.detach() @ value, weights
+
+
+def attention_numpy_denominator(query, key, value, mask=None):
+    """exp in torch, the softmax's denominator in NumPy: the right values, a wrong gradient."""
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = (scores - scores.amax(-1, keepdim=True)).exp()
+    total = torch.from_numpy(e.detach().numpy().sum(-1, keepdims=True))
+    return (e / total) @ value
+
+
 def attention_on_meta(query, key, value, mask=None):
     out, weights = attention_solution(query, key, value, mask)
     return out.to("meta"), weights
@@ -232,6 +248,8 @@ ATTENTION_WRONG = cases(
     (attention_scales_query_in_place, "changed its input query in place"),
     (attention_detached, "cannot be trained through"),
     (attention_numpy, "goes through NumPy"),
+    (attention_weights_detached, "no gradient reaches query: a step is cut from the graph"),
+    (attention_numpy_denominator, "right values but not the right gradient with respect to query"),
     (attention_on_meta, "is on meta"),
     (attention_weights_only, "this is the weights' shape (2, 3, 5)"),
     (attention_pair_swapped, "the pair is (weights, output)"),
@@ -748,6 +766,10 @@ def gqa_detached(query, key, value):
     return gqa_solution(query, key, value)[0].detach()
 
 
+def gqa_key_detached(query, key, value):
+    return gqa_solution(query, key.detach(), value)
+
+
 def gqa_on_meta(query, key, value):
     return gqa_solution(query, key, value)[0].to("meta")
 
@@ -769,6 +791,7 @@ GQA_WRONG = cases(
     (gqa_group_is_g, "each key/value head is repeated g = 3 times, which gives 9 heads for h = 6 query heads"),
     (gqa_no_scaling, "not divided by sqrt(d_k)"),
     (gqa_detached, "cannot be trained through"),
+    (gqa_key_detached, "no gradient reaches key: a step is cut from the graph"),
     (gqa_on_meta, "is on meta"),
 )
 

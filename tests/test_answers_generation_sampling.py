@@ -166,6 +166,21 @@ def block_returns_tuple(block, x):
     return x
 
 
+def block_attention_detached(block, x):
+    """The attention branch taken out of the graph: right values, and a gradient that skips attention."""
+    h = block.norm1(x)
+    x = x + block.self_attn(query=h, key=h, value=h, is_causal=True)[0].detach()
+    return x + block.feed_forward(block.norm2(x))
+
+
+def block_ffn_no_grad(block, x):
+    h = block.norm1(x)
+    x = x + block.self_attn(query=h, key=h, value=h, is_causal=True)[0]
+    with torch.no_grad():
+        f = block.feed_forward(block.norm2(x))
+    return x + f
+
+
 BLOCK_WRONG = [
     (block_calls_itself, CALLED),
     (block_not_causal, NOT_CAUSAL),
@@ -180,6 +195,8 @@ BLOCK_WRONG = [
     (block_detached, "cannot be trained through"),
     (block_no_grad, "cannot be trained through"),
     (block_numpy, "cannot be trained through"),
+    (block_attention_detached, "right values but not the right gradient with respect to x"),
+    (block_ffn_no_grad, "right values but not the right gradient with respect to x"),
     (block_in_place, IN_PLACE),
     (block_on_meta, "is on meta"),
     (block_returns_tuple, "(output, weights)"),

@@ -224,6 +224,11 @@ def rope_no_sin_term(x):  # each feature scaled by cos only: not a rotation
     return x * angle.cos().repeat_interleave(2, dim=-1)
 
 
+def rope_second_half_detached(x):
+    """The second feature of each pair taken out of the graph: right values, part of the gradient lost."""
+    return rope_solution(torch.stack([x[..., 0::2], x[..., 1::2].detach()], dim=-1).flatten(-2))
+
+
 ROTARY_WRONG = [
     ("halves", lambda x: rope(x, halves=True), "pairs dimension i with i + d/2"),
     ("2i-twice", lambda x: rope(x, exponent=2.0), "2i is applied twice"),
@@ -238,6 +243,7 @@ ROTARY_WRONG = [
     ("detach", rope_detached, GRADIENT),
     ("no-grad", rope_no_grad, GRADIENT),
     ("numpy", rope_numpy, GRADIENT),
+    ("half-detached", rope_second_half_detached, "right values but not the right gradient with respect to x"),
     ("meta", rope_meta, DEVICE),
     ("cos-only", rope_no_sin_term, "the scores depend on the absolute positions"),
 ]
@@ -382,6 +388,11 @@ def rotary_meta(x, positions, theta):
     return rotary_solution(x, positions, theta).to("meta")
 
 
+def rotary_second_half_detached(x, positions, theta):
+    d = x.size(-1)
+    return rotary_solution(torch.cat([x[..., : d // 2], x[..., d // 2 :].detach()], dim=-1), positions, theta)
+
+
 ROTARY_HALVES_WRONG = [
     ("interleaved", lambda x, p, t: rotary(x, p, t, pairing="interleaved"), "pairs neighbours (2i, 2i+1)"),
     ("positions-ignored", lambda x, p, t: rotary(x, p, t, ignore_positions=True), "positions are 0 .. T-1"),
@@ -396,6 +407,7 @@ ROTARY_HALVES_WRONG = [
     ("d-hard-coded", lambda x, p, t: rotary(x, p, t, d_=8), HARD_CODED),
     ("in-place", rotary_in_place, IN_PLACE),
     ("detach", rotary_detached, GRADIENT),
+    ("half-detached", rotary_second_half_detached, "right values but not the right gradient with respect to x"),
     ("meta", rotary_meta, DEVICE),
 ]
 

@@ -49,6 +49,21 @@ def ls_solution(logits, target, smoothing):  # the notebook's solution
     return -(q * log_p).sum(dim=-1).mean()  # (N,) -> ()
 
 
+def ls_numpy_normaliser(logits, target, smoothing):
+    """log p = logits - log sum exp(logits), the normaliser computed in NumPy: the right loss, a wrong gradient."""
+    log_z = torch.from_numpy(np.log(np.exp(logits.detach().numpy()).sum(-1, keepdims=True)))
+    log_p = logits - log_z
+    q = torch.full_like(log_p, smoothing / logits.size(-1)).scatter(1, target[:, None], 1 - smoothing)
+    q = q + F.one_hot(target, logits.size(-1)) * smoothing / logits.size(-1)
+    return -(q * log_p).sum(-1).mean()
+
+
+def ls_smoothing_term_detached(logits, target, smoothing):
+    log_p = logits.log_softmax(-1)
+    nll = F.nll_loss(log_p, target)
+    return (1 - smoothing) * nll + smoothing * (-log_p.mean(dim=1)).mean().detach()
+
+
 def ls_mixture(logits, target, smoothing):
     """(1 - eps) x NLL + eps x the mean of -ln p over the vocabulary: the same loss, another formula."""
     log_p = F.log_softmax(logits, dim=1)
@@ -213,6 +228,8 @@ def test_label_smoothing_right_answers_pass(fn, capsys):
         (ls_detach, "cannot be trained through"),
         (ls_no_grad, "cannot be trained through"),
         (ls_numpy_float, "cannot be trained through"),
+        (ls_numpy_normaliser, "right values but not the right gradient with respect to logits"),
+        (ls_smoothing_term_detached, "right values but not the right gradient with respect to logits"),
         (ls_in_place, "changed its input logits in place"),
         (ls_kl, "takes log(0)"),
         (ls_kl_div, "KL divergence"),
@@ -241,6 +258,8 @@ def test_label_smoothing_right_answers_pass(fn, capsys):
         "detach",
         "no-grad",
         "numpy",
+        "numpy-normaliser",
+        "smoothing-term-detached",
         "in-place",
         "kl-nan",
         "kl-div",
@@ -710,7 +729,7 @@ def test_bpe_segment_right_answers_pass(fn, capsys):
         (bpe_leftmost, "the leftmost pair that is a merge is merged first"),
         (bpe_right_to_left, "merged from the right"),
         (bpe_string_replace, "inside longer symbols"),
-        (bpe_pops_merges, "changed the list of merges"),
+        (bpe_pops_merges, "changed its input merges in place"),
         (bpe_hard_coded, "not with merges = [('n', 'a')"),
         (bpe_one_merge, "expected"),
         (lambda piece, merges: "".join(bpe_solution(piece, merges)), "list of strings"),
@@ -813,7 +832,7 @@ def test_ngram_matches_right_answers_pass(fn, capsys):
         ("negative-total", "never below 0"),
         ("hard-coded-n", "These are the counts for n=2"),
         ("off-by-one", "The last n-gram is left out"),
-        ("pops", "changed the word lists"),
+        ("pops", "changed its input"),
     ],
 )
 def test_ngram_matches_wrong_answers_fail(mistake, named, capsys):

@@ -1,6 +1,7 @@
 """What every checker gets from checks/_core: an answer that changes its input, cannot be trained through, raises an
 error with no message, or puts its result on another device is told so in words, never with an exception."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -67,10 +68,18 @@ def test_an_error_with_no_message_is_explained():
     def empty():
         raise StopIteration
 
-    try:
+    with pytest.raises(NotYet) as raised:
         call(empty)
-    except NotYet as e:
-        assert "StopIteration" in str(e) and "next()" in str(e)
+    assert "StopIteration" in str(raised.value) and "next()" in str(raised.value)
+
+
+def test_an_answer_that_exits_is_reported_not_obeyed():
+    def leaves():
+        raise SystemExit(0)  # sys.exit() or exit() in an answer would end the grader or the kernel's cell
+
+    with pytest.raises(NotYet) as raised:
+        call(leaves)
+    assert "SystemExit" in str(raised.value) and "exit" in str(raised.value)
 
 
 def test_a_greedy_decoder_that_reads_its_device_from_the_model_passes():
@@ -189,3 +198,13 @@ def test_a_nan_where_a_number_is_expected_is_a_difference():
         assert "differs at index (1,)" in str(e) and "nan" in str(e)
     else:
         raise AssertionError("a NaN passed for 2.0")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_an_answer_in_lower_precision_is_told_its_dtype(dtype, capsys):
+    def layer_norm_half(x, weight, bias, eps=1e-5):
+        return F.layer_norm(x, x.shape[-1:], weight, bias, eps).to(dtype)
+
+    ok = check_layer_norm(layer_norm_half)
+    out = capsys.readouterr().out
+    assert not ok and f"has dtype {dtype}; expected torch.float32" in out and "lower precision" in out, out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import random
 from collections.abc import Callable, Generator, Sequence
@@ -43,6 +44,18 @@ def _tensors(value: Any, name: str) -> list[tuple[str, Tensor]]:
     return []
 
 
+def _plain_list(value: Any) -> bool:
+    """A list (of lists) of plain values, ids or words: what an answer may change in place, as tensors are checked
+    apart (``_tensors``)."""
+    return isinstance(value, list) and all(_plain_value(item) for item in value)  # pyright: ignore[reportUnknownVariableType]
+
+
+def _plain_value(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return all(_plain_value(item) for item in value)  # pyright: ignore[reportUnknownVariableType]
+    return value is None or isinstance(value, str | int | float | bool)
+
+
 def _argument_names(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     try:
         return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
@@ -62,21 +75,33 @@ def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwa
     before = (
         [] if changes_inputs else [(n, t, t.detach().clone()) for arg, v in named.items() for n, t in _tensors(v, arg)]
     )
+    lists = [] if changes_inputs else [(arg, v, copy.deepcopy(v)) for arg, v in named.items() if _plain_list(v)]
     try:
         result = fn(*args, **kwargs)
     except NotImplementedError:
         raise NotWritten(
             f"{name} is not written yet: replace `raise NotImplementedError`, then run this cell again."
         ) from None
+    except SystemExit as e:  # sys.exit() in an answer: it would end the cell (or the grader), not the function
+        raise NotYet(
+            f"{name} called sys.exit() or exit() (SystemExit {e.code!r}): return a value instead of exiting"
+        ) from None
     except Exception as e:  # the student's bug, reported rather than raised
         detail = f": {e}" if str(e) else EMPTY_ERRORS.get(type(e).__name__, " (an error with no message)")
         if "device" in str(e) and ("Expected all tensors" in str(e) or "same device" in str(e)):
             detail += ". Create new tensors on the inputs' device, e.g. torch.zeros(..., device=x.device)"
         raise NotYet(f"{name} raised {type(e).__name__}{detail}") from None
-    for arg, tensor, copy in before:
-        same_values = tensor.shape == copy.shape and bool(
-            torch.equal(tensor.detach(), copy)
-            or (tensor.is_floating_point() and torch.allclose(tensor.detach(), copy, equal_nan=True, rtol=0, atol=0))
+    for arg, given, kept in lists:
+        if given != kept:
+            raise NotYet(
+                f"{name} changed its input {arg} in place (append, insert, pop, remove, sort, += or an item "
+                "assignment write into the caller's list): build a new list instead ([*s, x], s + [x], sorted(s)), "
+                "or only read it; the caller still needs it as it was"
+            )
+    for arg, tensor, kept in before:
+        same_values = tensor.shape == kept.shape and bool(
+            torch.equal(tensor.detach(), kept)
+            or (tensor.is_floating_point() and torch.allclose(tensor.detach(), kept, equal_nan=True, rtol=0, atol=0))
         )
         if not same_values:
             raise NotYet(
@@ -99,10 +124,15 @@ CUT_FROM_GRAPH = (
 )
 
 
-def backpropagates(fn: Callable[..., Any], *args: Any, what: str = "the output") -> None:
+def backpropagates(
+    fn: Callable[..., Any], *args: Any, what: str = "the output", reference: Callable[..., Tensor] | None = None
+) -> None:
     """Raise ``NotYet`` unless ``fn(*args)`` lets gradients flow back to its floating-point tensor arguments: the
     chapters train through these functions, and an answer computed with ``.item()``, ``.detach()``,
-    ``torch.no_grad()`` or NumPy returns the right numbers that no optimiser can learn from."""
+    ``torch.no_grad()`` or NumPy returns the right numbers that no optimiser can learn from. With ``reference`` (the
+    right function, same arguments), the gradient reaching each floating-point argument must also equal the
+    reference's: an answer with only *part* of its computation cut from the graph (one branch detached, a
+    normaliser computed in NumPy) has the right values and some gradient, but not the right one."""
     inputs = [a.detach().clone().requires_grad_(True) if isinstance(a, Tensor) and a.is_floating_point() else a
               for a in args]  # fmt: skip
     reason = f"{what} cannot be trained through: no gradient reaches the inputs. Something {CUT_OFF}"
@@ -122,6 +152,12 @@ def backpropagates(fn: Callable[..., Any], *args: Any, what: str = "the output")
     grads = torch.autograd.grad(got.float().sum(), leaves, allow_unused=True)
     if all(g is None for g in grads):
         raise NotYet(reason)
+    if reference is not None:
+        named = list(_argument_names(fn, args, {}))
+        if len(named) != len(args):  # *args in the answer's signature: positions then
+            named = [f"argument {i + 1}" for i in range(len(args))]
+        floats = [n if isinstance(a, Tensor) and a.is_floating_point() else "" for n, a in zip(named, args)]
+        same_gradients(fn, args, reference, floats, what)
 
 
 # One mistake, one message, whichever checker meets it: sibling checkers (the encoder, pre-norm, decoder and GPT-block
@@ -141,6 +177,7 @@ MISTAKES = {
     ),
     "mask ignored": "the mask is ignored: pass it to self_attn, so that no token attends to padding",
     "no causal mask": "no causal mask: every position also reads the future tokens",
+    "not scaled": "the scores are not divided by sqrt(d_k): use q @ k.transpose(-2, -1) / math.sqrt(d_k)",
     "padded query": (
         "the padded *queries* are masked as well (a (B, 1, T, T) mask hiding rows): mask the keys only, "
         "(B, 1, 1, T); what a padded position computes is ignored by the loss anyway"
@@ -217,9 +254,14 @@ def same_gradients(
         for a, n in zip(args, names, strict=True)
     ]
     got = call(fn, *theirs)
+    got = got[0] if isinstance(got, tuple | list) and got else got  # (output, weights): the output
     expected = reference(*ours)
-    if not isinstance(got, Tensor) or not got.requires_grad or got.shape != expected.shape:
+    if not isinstance(got, Tensor) or not got.requires_grad:
         raise NotYet(f"{what} cannot be trained through: no gradient reaches the inputs. {CUT_FROM_GRAPH}")
+    if got.shape != expected.shape and got.numel() == expected.numel():  # a loss of shape (1,) for (): the same
+        got = got.reshape(expected.shape)
+    if got.shape != expected.shape:
+        raise NotYet(f"{what} has shape {tuple(got.shape)}; expected {tuple(expected.shape)}")
     upstream = torch.randn(expected.shape, generator=torch.Generator().manual_seed(0), dtype=expected.dtype)
     compared = [(n, t, o) for n, t, o in zip(names, theirs, ours) if n and isinstance(t, Tensor)]
     got_grads = torch.autograd.grad((got * upstream).sum(), [t for _, t, _ in compared], allow_unused=True)
@@ -254,17 +296,35 @@ EMPTY_ERRORS = {
 }
 
 
+def wrong_device(
+    what: str,
+    got: torch.device,
+    expected: torch.device,
+    where: str = "the inputs were",
+    how: str = "create new tensors on the inputs' device (device=x.device) and do not move the result",
+) -> NotYet:
+    """One wording for a result on another device than its inputs, whichever checker meets it: ``what`` is on
+    ``got``; ``where`` (``"the logits were"``, ``"src is"``) on ``expected``; then what to do."""
+    return NotYet(f"{what} is on {got}; {where} on {expected}: {how}")
+
+
 def same(got: object, expected: Tensor, what: str, atol: float = 1e-5) -> None:
     if not isinstance(got, Tensor):
         raise NotYet(f"{what} should be a torch.Tensor; got {type(got).__name__}")
     _plain(got, what)
     if got.device != expected.device:
-        raise NotYet(
-            f"{what} is on {got.device}; the inputs were on {expected.device}: create new tensors on the inputs' "
-            "device (device=x.device) and do not move the result"
-        )
+        raise wrong_device(what, got.device, expected.device)
     if got.shape != expected.shape:
         raise NotYet(f"{what} has shape {tuple(got.shape)}; expected {tuple(expected.shape)}")
+    if (
+        got.is_floating_point()
+        and expected.is_floating_point()
+        and torch.finfo(got.dtype).bits < torch.finfo(expected.dtype).bits
+    ):
+        raise NotYet(
+            f"{what} has dtype {got.dtype}; expected {expected.dtype}: a lower precision (.half(), .bfloat16(), "
+            "dtype=...) loses digits and breaks the next layer's matmul. Keep the inputs' dtype"
+        )
     if (got.dtype == torch.bool) != (expected.dtype == torch.bool) or (
         expected.is_floating_point() and not (got.is_floating_point() or got.dtype == torch.bool)
     ):

@@ -115,7 +115,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
             if mask is None:
                 root = f"divide by math.sqrt(query.size(-1)) = sqrt({d_k})"
                 scales = [
-                    (1.0, "the scores are not divided by sqrt(d_k): use q @ k.transpose(-2, -1) / math.sqrt(d_k)"),
+                    (1.0, MISTAKES["not scaled"]),
                     (d_k, f"the scores are divided by d_k = {d_k}, not by its square root: {root}"),
                     (1 / math.sqrt(d_k), f"the scores are multiplied by sqrt(d_k); {root}"),
                     (math.sqrt(d_v), f"the scores are divided by sqrt(d_v) = sqrt({d_v}), the values' size: {root}"),
@@ -186,7 +186,9 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
         _with_heads(one, dict(B=2, T_q=3, T_k=5, d_k=4, d_v=6, seed=2, heads=4))
         g = torch.Generator().manual_seed(0)
         q, k, v = (torch.randn(2, n, 8, generator=g) for n in (3, 5, 5))
-        backpropagates(fn, q, k, v, None, what="the attention output")
+        backpropagates(
+            fn, q, k, v, None, what="the attention output", reference=lambda *a: scaled_dot_product_attention(*a)[0]
+        )
         return message
 
     return verdict(run)
@@ -226,7 +228,13 @@ def check_split_heads(fn: Callable[..., Any]) -> Verdict:
 
     def run() -> str:
         message = each_case(one, [dict(B=2, T=3, d_model=8, n_heads=4), dict(B=3, T=5, d_model=12, n_heads=3)])
-        backpropagates(fn, torch.randn(2, 3, 8), 4, what="split_heads's output")
+        backpropagates(
+            fn,
+            torch.randn(2, 3, 8),
+            4,
+            what="split_heads's output",
+            reference=lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 2),
+        )
         return message
 
     return verdict(run)
@@ -260,7 +268,12 @@ def check_merge_heads(fn: Callable[..., Any]) -> Verdict:
 
     def run() -> str:
         message = each_case(one, [dict(B=2, n_heads=4, T=3, d_k=2), dict(B=3, n_heads=3, T=5, d_k=4)])
-        backpropagates(fn, torch.randn(2, 4, 3, 2), what="merge_heads's output")
+        backpropagates(
+            fn,
+            torch.randn(2, 4, 3, 2),
+            what="merge_heads's output",
+            reference=lambda x: x.transpose(1, 2).reshape(x.size(0), x.size(2), -1),
+        )
         return message
 
     return verdict(run)
@@ -320,7 +333,16 @@ def check_attention_with_bias(fn: Callable[..., Any]) -> Verdict:
         _with_heads(one, dict(B=2, T_q=3, T_k=5, d_k=4, slope=0.25, seed=2, heads=4))
         g = torch.Generator().manual_seed(0)
         q, k, v = (torch.randn(2, n, 8, generator=g) for n in (3, 5, 5))
-        backpropagates(fn, q, k, v, -0.75 * torch.rand(3, 5, generator=g), what="the attention output")
+        bias = -0.75 * torch.rand(3, 5, generator=g)
+        backpropagates(
+            fn,
+            q,
+            k,
+            v,
+            bias,
+            what="the attention output",
+            reference=lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b),
+        )
         return message
 
     return verdict(run)
@@ -449,7 +471,12 @@ def check_grouped_query_attention(fn: Callable[..., Any]) -> Verdict:
             raise
         g = torch.Generator().manual_seed(0)
         q, k, v = (torch.randn(2, h, n, 8, generator=g) for h, n in ((4, 3), (2, 5), (2, 5)))
-        backpropagates(fn, q, k, v, what="the grouped-query attention output")
+
+        def grouped(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+            n = q.size(1) // k.size(1)
+            return scaled_dot_product_attention(q, k.repeat_interleave(n, dim=1), v.repeat_interleave(n, dim=1))[0]
+
+        backpropagates(fn, q, k, v, what="the grouped-query attention output", reference=grouped)
         return message
 
     return verdict(run)

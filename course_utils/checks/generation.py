@@ -51,7 +51,7 @@ def check_gpt_block(fn: Callable[..., Any]) -> Verdict:
         def attend(h: Tensor, causal: bool = True, mask: Tensor | None = None) -> Tensor:
             return block.self_attn(query=h, key=h, value=h, mask=mask, is_causal=causal)[0]
 
-        def pre_norm(attention: Callable[[Tensor], Tensor]) -> Tensor:
+        def pre_norm(attention: Callable[[Tensor], Tensor], x: Tensor = x) -> Tensor:
             y = x + attention(ln1(x))
             return y + ffn(ln2(y))
 
@@ -93,7 +93,7 @@ def check_gpt_block(fn: Callable[..., Any]) -> Verdict:
         name_mistake(got, expected, mistakes)
         same(got, expected, "the block's output")
         with not_called(block):
-            backpropagates(fn, block, x, what="the block's output")
+            backpropagates(fn, block, x, what="the block's output", reference=lambda _block, x: pre_norm(attend, x))
         return "GPT block is right: it matches course_utils.GPTBlock (pre-norm, causal, two residuals)."
 
     def run() -> str:
@@ -150,7 +150,7 @@ def check_kv_cache_step(fn: Callable[..., Any]) -> Verdict:
                 (v, "the new query sees only itself: it may attend to every cached key too, so use no mask"),
                 (torch.zeros_like(expected),
                  "the output is 0: a mask hid every key from the new query; the new token may attend to all of them"),
-                (scores.softmax(-1) @ values, "the scores are not scaled: divide q @ K^T by sqrt(d_k)"),
+                (scores.softmax(-1) @ values, MISTAKES["not scaled"]),
                 ((scores / math.sqrt(T + 1)).softmax(-1) @ values,
                  "the scores are divided by sqrt(T + 1), the square root of the number of positions: divide by "
                  "sqrt(d_k), the square root of each key's size, q.size(-1)"),

@@ -9,7 +9,19 @@ import torch
 from torch import Tensor
 
 from ..model.masks import causal_mask, padding_mask
-from ._core import MISTAKES, NotYet, Verdict, any_device, backpropagates, call, each_case, name_mistake, same, verdict
+from ._core import (
+    MISTAKES,
+    NotYet,
+    Verdict,
+    any_device,
+    backpropagates,
+    call,
+    each_case,
+    name_mistake,
+    same,
+    verdict,
+    wrong_device,
+)
 
 __all__ = [
     "check_causal_mask",
@@ -29,7 +41,7 @@ def _mask_basics(got: object, expected: Tensor, what: str, hidden: str, device_h
     if not isinstance(got, Tensor):
         return  # same() names it
     if got.device != expected.device:
-        raise NotYet(f"{what} is on {got.device}; expected {expected.device}: {device_hint}")
+        raise wrong_device(what, got.device, expected.device, "it was expected", device_hint)
     if got.shape != expected.shape:
         return
     if got.dtype != torch.bool:
@@ -282,7 +294,9 @@ def check_masked_mean(fn: Callable[..., Any]) -> Verdict:
                 "average each sequence separately, (B, d)"
             )
         same(got, expected, "the mean")
-        backpropagates(fn, x, mask, what="the mean")
+        backpropagates(
+            fn, x, mask, what="the mean", reference=lambda x, m: (x * m.unsqueeze(-1)).sum(1) / m.sum(1, keepdim=True)
+        )
         return "masked_mean is right: each sequence's mean over its real tokens only."
 
     cases = [dict(B=3, T=5, d=4, seed=0), dict(B=2, T=7, d=3, seed=1), dict(B=4, T=3, d=5, seed=2)]

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ..model.attention import expand_kv
 from ..model.positional import apply_rotary
-from ._core import NotYet, Verdict, backpropagates, call, differs, each_case, same, verdict
+from ._core import NotYet, Verdict, backpropagates, call, differs, each_case, same, verdict, wrong_device
 from .positional import PAIRINGS, frequency_mistakes, like
 
 __all__ = ["check_expand_kv", "check_gpt2_block_weights", "check_rotary_halves"]
@@ -63,7 +63,7 @@ def check_rotary_halves(fn: Callable[..., Any]) -> Verdict:
             if like(got, buggy, reference):
                 raise NotYet(mistake)
         same(got, reference, "the rotated tensor", atol=1e-4)
-        backpropagates(fn, x, positions, theta, what="the rotated tensor")
+        backpropagates(fn, x, positions, theta, what="the rotated tensor", reference=apply_rotary)
         return "rotary embedding with Llama's pairing (i, i + d/2) is right."
 
     def run() -> str:
@@ -109,7 +109,7 @@ def check_expand_kv(fn: Callable[..., Any]) -> Verdict:
                 raise NotYet(mistake)
         same(got, reference, what)
         if n_rep > 1:
-            backpropagates(fn, x, n_rep, what="the expanded tensor")
+            backpropagates(fn, x, n_rep, what="the expanded tensor", reference=expand_kv)
         return "expand_kv is right: query head j reads key head j // n_rep, as in Llama."
 
     def run() -> str:
@@ -159,9 +159,12 @@ def check_gpt2_block_weights(fn: Callable[..., Any]) -> Verdict:
             if not isinstance(have, Tensor):
                 raise NotYet(f"{name} should be a tensor; got {type(have).__name__}")
             if have.device != want.device:
-                raise NotYet(
-                    f"{name} is on {have.device}; block_state's tensors are on {want.device}: keep the weights "
-                    "where they are (no .to(...))"
+                raise wrong_device(
+                    name,
+                    have.device,
+                    want.device,
+                    "block_state's tensors are",
+                    "keep the weights where they are (no .to(...))",
                 )
             if have.shape != want.shape:
                 hint = (

@@ -161,7 +161,7 @@ def check_rotary_embedding(fn: Callable[..., Any]) -> Verdict:
             if not torch.allclose(q.norm(dim=-1), same_vector.norm(dim=-1), atol=1e-4):
                 raise NotYet("the vectors' lengths changed: a rotation keeps every pair's length (cos² + sin² = 1)")
         same(got, reference, "the rotated tensor", atol=1e-4)
-        backpropagates(fn, x, what="the rotated tensor")
+        backpropagates(fn, x, what="the rotated tensor", reference=_rope)
         return "rotary embedding is right: q_m . k_n depends on m - n only."
 
     def run() -> str:

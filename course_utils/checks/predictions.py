@@ -4,10 +4,10 @@ explains what each wrong answer would have meant.
 A question lives here, not in the notebook, so that the student edition does not give the answer away. In the
 notebook it reads::
 
-    my_prediction = "b"  # one of "a", "b", "c"
-    check_prediction("scaling", my_prediction)
+    my_prediction = None  # your answer here
+    check_prediction("post-norm-warmup", my_prediction)  # your answer: "a", "b", "c" or "d"
 
-and the graders report it as the exercise ``check_prediction[scaling]``.
+and the graders report it as the exercise ``check_prediction[post-norm-warmup]``.
 """
 
 from __future__ import annotations

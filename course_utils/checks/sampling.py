@@ -9,15 +9,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._core import NotWritten, NotYet, Verdict, call, differs, name_mistake, same, verdict
+from ._core import NotWritten, NotYet, Verdict, call, differs, name_mistake, same, verdict, wrong_device
 
 __all__ = ["check_sampling_step", "check_top_p"]
 
 
+_LOGITS_DEVICE = "create new tensors on the inputs' device (device=logits.device) and do not move the result"
+
+
 def _on_logits_device(got: object, logits: Tensor) -> None:
     if isinstance(got, Tensor) and got.device != logits.device:
-        raise NotYet(f"the token ids are on {got.device}; the logits were on {logits.device}: create new tensors on "
-                     "the inputs' device (device=logits.device) and do not move the result")  # fmt: skip
+        raise wrong_device("the token ids", got.device, logits.device, "the logits were", _LOGITS_DEVICE)
 
 
 def _draw_frequencies(fn: Callable[..., Any], rows: Tensor, n: int, temperature: float, top_k: int | None) -> Tensor:
@@ -226,8 +228,7 @@ def check_top_p(fn: Callable[..., Any]) -> Verdict:
             keep = _nucleus(probs, p)
             expected = _renormalised(probs, keep)
             if isinstance(got, Tensor) and got.device != logits.device:
-                raise NotYet(f"the probabilities are on {got.device}; the logits were on {logits.device}: create new "
-                             "tensors on the inputs' device (device=logits.device) and do not move the result")  # fmt: skip
+                raise wrong_device("the probabilities", got.device, logits.device, "the logits were", _LOGITS_DEVICE)
             if isinstance(got, Tensor) and got.shape == probs.shape and got.isinf().any():
                 raise NotYet("return probabilities (0 outside the nucleus), not logits set to -inf: "
                              "take the softmax of the filtered logits")  # fmt: skip

@@ -28,6 +28,7 @@ from ._core import (
     same,
     same_gradients,
     verdict,
+    wrong_device,
 )
 
 __all__ = ["check_decoder_layer", "check_greedy_decode", "check_prefix_lm_mask", "check_teacher_forcing_batch"]
@@ -211,9 +212,13 @@ def check_prefix_lm_mask(fn: Callable[..., Any]) -> Verdict:
         got = call(fn, lengths, size)
         expected = _prefix_lm(lengths, size)
         if isinstance(got, Tensor) and got.device != expected.device:
-            raise NotYet(
-                f"the prefix-LM mask is on {got.device}; prefix_len is on {lengths.device}: create it on prefix_len's "
-                "device, torch.arange(size, device=prefix_len.device), and do not move the result"
+            raise wrong_device(
+                "the prefix-LM mask",
+                got.device,
+                lengths.device,
+                "prefix_len is",
+                "create it on prefix_len's device, torch.arange(size, device=prefix_len.device), and do not move "
+                "the result",
             )
         if isinstance(got, Tensor) and got.shape == (B, size, size):
             raise NotYet("shape (B, T, T): add the head axis, mask[:, None], to get (B, 1, T, T)")
@@ -289,12 +294,6 @@ def _forcing_case(fn: Callable[..., Any], sequences: list[list[int]], bos_id: in
     B, L = len(sequences), max(len(s) for s in sequences)
     given = [list(s) for s in sequences]
     got = call(fn, given, bos, eos, pad)
-    if given != sequences:
-        raise NotYet(
-            "your function changed its input sequences in place (s.append(eos_id), s.insert(0, bos_id), "
-            "s += [...] write into the caller's lists): build new lists instead, [bos_id, *s, eos_id] or "
-            "s + [eos_id]; the caller still needs its sequences as they were"
-        )
     full = _forcing_rows(sequences, bos, eos, pad)  # (B, L + 2)
     inputs, labels = full[:, :-1], full[:, 1:]  # (B, L + 1) each; <eos> in the input under a <pad> label
     if not (isinstance(got, tuple | list) and len(got) == 2):  # pyright: ignore[reportUnknownArgumentType]
@@ -444,9 +443,12 @@ def _greedy_output(got: object, expected: Tensor, max_len: int, bos_id: int, eos
     if got.dim() == 1:
         raise NotYet("return shape (1, t), with the batch axis: ys, as built with torch.cat along dim=1")
     if got.device != expected.device:
-        raise NotYet(
-            f"{what} is on {got.device}; src is on {expected.device}: create ys on src's device "
-            "(device=src.device) and do not move the result"
+        raise wrong_device(
+            what,
+            got.device,
+            expected.device,
+            "src is",
+            "create ys on src's device (device=src.device) and do not move the result",
         )
     if got.dim() != 2 or got.size(0) != 1:
         same(got, expected, what)  # names the shape

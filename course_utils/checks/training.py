@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._core import NotYet, Verdict, backpropagates, call, differs, each_case, same, verdict
+from ._core import NotYet, Verdict, backpropagates, call, differs, each_case, same, verdict, wrong_device
 
 __all__ = [
     "check_label_smoothing",
@@ -141,7 +141,14 @@ def check_label_smoothing(fn: Callable[..., Any]) -> Verdict:
                 if shows and not any(differs(gots[s], values[s]) for s in levels):
                     raise NotYet(f"at smoothing={shows[0]}: {message}")
             same(gots[wrong[0]], ce(wrong[0]), f"the loss at smoothing={wrong[0]}")
-        backpropagates(fn, logits, target, 0.1, what="the loss")
+        backpropagates(
+            fn,
+            logits,
+            target,
+            0.1,
+            what="the loss",
+            reference=lambda logits, target, s: F.cross_entropy(logits, target, label_smoothing=s),
+        )
         return (
             "label-smoothed cross-entropy is right, equal to PyTorch's F.cross_entropy(label_smoothing=...) "
             "at smoothing 0, 0.1 and 0.3."
@@ -239,9 +246,11 @@ def _as_number(got: object, device: torch.device) -> float:
         got = got.item()
     if isinstance(got, Tensor) and got.numel() == 1:
         if got.device != device:
-            raise NotYet(
-                f"the accuracy is on {got.device}; the inputs were on {device}: compute it on the inputs' device "
-                "and do not move it (or return a Python number, with .item())"
+            raise wrong_device(
+                "the accuracy",
+                got.device,
+                device,
+                how="compute it on the inputs' device and do not move it (or return a Python number, with .item())",
             )
         got = got.item()
     if isinstance(got, bool) or not isinstance(got, numbers.Real):
