@@ -29,7 +29,8 @@ solutions and are folded away), and notebooks/student/NN_*.ipynb, where every ``
     python notebooks/build.py --check          # exit 1 if a notebook differs from its source
     python notebooks/build.py --twins          # redraw the static chart images of stored outputs
     python notebooks/build.py --pull 06        # write notebooks/06_*.ipynb, edited in Jupyter, back to src/
-    python notebooks/build.py --prose 07       # Markdown edits only: keep the stored outputs (refused if code changed)
+    python notebooks/build.py --prose 07       # Markdown or cell settings only: keep the stored outputs (refused if
+                                               # a code cell's source changed)
 """
 
 from __future__ import annotations
@@ -211,7 +212,12 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
                 prompt = PREDICT_PROMPT if ANSWER_STUB.search(source) else EXERCISE_PROMPT
                 source = f"{prompt}\n{source}"
             elif exercise:
-                meta = {**meta, "jupyter": {"source_hidden": True}}  # folded: the solution shows on request
+                folded = {"source_hidden": True}  # folded: the solution shows on request
+                if "check_prediction(" in source:  # and a prediction's verdict, which names the answer, too: so that
+                    folded["outputs_hidden"] = (
+                        True  # a notebook presented (RISE) does not show it before it is measured
+                    )
+                meta = {**meta, "jupyter": folded}
             nb.cells.append(nbformat.v4.new_code_cell(source, metadata=meta))
     for index, cell in enumerate(nb.cells):
         cell.id = hashlib.sha1(f"{name}-{index}".encode()).hexdigest()[:8]  # stable ids: quiet diffs
@@ -390,7 +396,9 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="fail if a notebook differs from its source")
     parser.add_argument("--twins", action="store_true", help="only (re)draw the static twins of stored charts")
     parser.add_argument("--pull", action="store_true", help="write notebooks edited in Jupyter back to their sources")
-    parser.add_argument("--prose", action="store_true", help="rewrite Markdown only, keeping the stored outputs")
+    parser.add_argument(
+        "--prose", action="store_true", help="rewrite Markdown and cell settings, keeping the stored outputs"
+    )
     args = parser.parse_args()
     sources = sorted((HERE / "src").glob("[0-9][0-9]_*.py"))
     sources = [s for s in sources if not args.only or any(s.stem.startswith(p) for p in args.only)]
@@ -415,8 +423,8 @@ def main() -> int:
                 continue
             if args.prose and edition == "complete":
                 stored = nbformat.read(path, as_version=4)
-                code = [(c.source, c.metadata) for c in nb.cells if c.cell_type == "code"]
-                if code != [(c.source, c.metadata) for c in stored.cells if c.cell_type == "code"]:
+                code = [c.source for c in nb.cells if c.cell_type == "code"]
+                if code != [c.source for c in stored.cells if c.cell_type == "code"]:
                     print(
                         f"{path.name}: code cells differ from the source, so its outputs would be stale: run --execute"
                     )

@@ -731,7 +731,7 @@ def test_bpe_segment_right_answers_pass(fn, capsys):
         (bpe_string_replace, "inside longer symbols"),
         (bpe_pops_merges, "changed its input merges in place"),
         (bpe_hard_coded, "not with merges = [('n', 'a')"),
-        (bpe_one_merge, "expected"),
+        (bpe_one_merge, "only one merge is applied"),
         (lambda piece, merges: "".join(bpe_solution(piece, merges)), "list of strings"),
     ],
     ids=[

@@ -40,3 +40,14 @@ def test_the_student_edition_runs_to_the_end_with_every_exercise_not_attempted(n
     assert report.stopped is None and report.errors == [], "every cell but the stubs runs as in the complete edition"
     assert [r.exercise for r in report.results] == exercises(NOTEBOOKS / name)
     assert [r for r in report.results if r.status != "not attempted"] == []
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_a_predictions_verdict_is_folded_in_the_complete_edition(name):
+    """The verdict of a prediction names its answer: presented as it is (RISE), the complete edition must not show it
+    on the question's slide, before the cells that measure it."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    predictions = [c for c in nb.cells if c.cell_type == "code" and "check_prediction(" in c.source]
+    assert predictions
+    for cell in predictions:
+        assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True, cell.source[:80]

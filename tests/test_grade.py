@@ -144,10 +144,29 @@ def test_a_deleted_checker_call_still_grades_the_exercise_from_the_course_list(t
     assert statuses(both) == [("check_causal_mask", "pass"), ("check_padding_mask", "pass")]
     wrong = run_notebook(submission(tmp_path, causal=WRONG_CAUSAL, name="bob.ipynb"), 120, release=tiny_release)
     assert statuses(wrong) == [("check_causal_mask", "fail"), ("check_padding_mask", "not attempted")]
-    # every call deleted: the file holds no exercise the grader can recognise, and is reported, not skipped
-    bare = run_notebook(submission(tmp_path, causal=CAUSAL, padding=PADDING, name="eve.ipynb"), 120,
-                        release=tiny_release)  # fmt: skip
-    assert bare.unreadable or [s for _, s in statuses(bare)] == ["pass", "pass"]
+    # every call deleted: told the chapter, the grader matches the exercise cells by their places and grades them
+    eve = submission(tmp_path, causal=CAUSAL, padding=PADDING, name="eve.ipynb")
+    bare = run_notebook(eve, 120, release=tiny_release, chapter="01_tiny")
+    assert statuses(bare) == [("check_causal_mask", "pass"), ("check_padding_mask", "pass")]
+    # not told: a notebook whose cells call no checker is not recognised as a chapter, and is reported, not skipped
+    unknown = run_notebook(eve, 120, release=tiny_release)
+    assert unknown.unreadable and "not a course notebook" in unknown.unreadable
+
+
+def test_two_students_files_of_the_same_name_stay_apart_in_the_table_and_the_csv(tmp_path, tiny_release, capsys):
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    alice.mkdir()
+    bob.mkdir()
+    write(alice / "01_tiny.ipynb", [("", SETUP), ("exercise", CAUSAL + CAUSAL_CALL), ("exercise", PADDING_STUB)])
+    write(bob / "01_tiny.ipynb", [("", SETUP), ("exercise", WRONG_CAUSAL + CAUSAL_CALL), ("exercise", PADDING_STUB)])
+    out = tmp_path / "grades.csv"
+    main([str(alice / "01_tiny.ipynb"), str(bob / "01_tiny.ipynb"), "--csv", str(out), "--timeout", "120",
+          "--release", str(tiny_release)])  # fmt: skip
+    rows = {(r["notebook"], r["exercise"]): r["status"] for r in csv.DictReader(out.open())}
+    assert rows[(str(alice / "01_tiny.ipynb"), "check_causal_mask")] == "pass"
+    assert rows[(str(bob / "01_tiny.ipynb"), "check_causal_mask")] == "fail"
+    table = capsys.readouterr().out
+    assert "alice/01_tiny.ipynb" in table and "bob/01_tiny.ipynb" in table
 
 
 def test_a_hook_that_adds_verdicts_to_the_graders_cells_gains_nothing(tmp_path, tiny_release):

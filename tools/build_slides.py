@@ -14,7 +14,8 @@ made by the cell beside them), and a second source would drift from the chapter 
   1280×800 screen continues on sub-slides (downwards), cut between cells or between paragraphs, never inside one;
 - a code cell longer than its box, or a long printed output, scrolls inside its own box (``.scroll``); nothing
   else on a slide is meant to scroll, and ``tests/browser/check_slides.py`` fails a slide taller than the screen;
-- the discussion questions of ``docs/lessons/NN_*.md`` end the deck, with their answers as speaker notes (``s``
+- the discussion questions of ``docs/lessons/NN_*.md`` follow the chapter's last section, before its pitfalls,
+  summary and exercises, with their answers as speaker notes (``s``
   opens the speaker view).
 
 Nothing is loaded from another host: reveal.js and its speaker-notes plugin come from the ``sphinx-revealjs`` wheel
@@ -261,6 +262,23 @@ def _stub(student_source: str) -> str:
     return "\n".join(line for line in student_source.splitlines() if not line.startswith("# ✏️")).strip("\n")
 
 
+def _other_letters(source: str) -> str:
+    """What each wrong letter of the prediction the cell checks would have meant (the checker's explanations), for the
+    speaker notes: the right letter's comes from the cell's own output."""
+    from course_utils.checks.predictions import QUESTIONS
+
+    found = re.search(r"check_prediction\(\s*[\"']([^\"']+)[\"']", source)
+    question = QUESTIONS.get(found.group(1)) if found else None
+    if question is None:
+        return ""
+    items = "".join(
+        f"<li><b>({letter})</b> {html.escape(why)}</li>"
+        for letter, why in question.why.items()
+        if letter != question.answer
+    )
+    return f"<p>The other letters:</p><ul>{items}</ul>"
+
+
 def lesson_discussion(stem: str) -> list[tuple[str, str]]:
     """The discussion questions of docs/lessons/<stem>.md and their answers: ``**Q:**`` and ``**A:**`` paragraphs
     under its ``## Discussion`` heading."""
@@ -346,7 +364,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 )
                 answer_note = (
                     f"<p><b>The prediction's answer</b>: <code>{html.escape(solution)}</code></p>"
-                    f"<p>{html.escape(verdict.strip())}</p>"
+                    f"<p>{html.escape(verdict.strip())}</p>" + _other_letters(cell.source)
                 )
             else:
                 place(code_piece(stub, "exercise"))

@@ -219,6 +219,16 @@ def _by_rank(piece: str, merges: Sequence[tuple[str, str]], choose: str) -> list
         symbols = merge_pair(symbols, max(present, key=rank.__getitem__) if choose == "latest" else present[0])
 
 
+def _one_merge_only(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
+    """The earliest-learned merge present in the piece, applied once, and nothing more."""
+    from ..data.bpe import merge_pair
+
+    rank = {pair: r for r, pair in enumerate(merges)}
+    symbols = list(piece)
+    present = [pair for pair in itertools.pairwise(symbols) if pair in rank]
+    return merge_pair(symbols, min(present, key=rank.__getitem__)) if present else symbols
+
+
 _LATEST_FIRST = "the merges are applied latest first: the order they were learned is the priority (lowest rank first)"
 
 
@@ -250,6 +260,11 @@ def check_bpe_segment(fn: Callable[..., Any]) -> Verdict:
         (_reverse_order, _LATEST_FIRST),
         (lambda piece, merges: _reverse_order(piece, merges, passes=1), _LATEST_FIRST),
         (lambda piece, merges: _by_rank(piece, merges, "latest"), _LATEST_FIRST),
+        (
+            _one_merge_only,
+            "only one merge is applied, the earliest learned one present: a piece is done only when no pair of "
+            "neighbouring symbols is a merge any more; repeat until none is",
+        ),
         (
             lambda piece, merges: _by_rank(piece, merges, "leftmost"),
             "the leftmost pair that is a merge is merged first; the rank decides: merge the pair learned earliest "

@@ -110,6 +110,7 @@ def main() -> int:
             name = deck.stem
             failures: list[str] = [f"{name}: request: {r}" for r in problems["requests"]]
             failures += [f"{name}: console: {c}" for c in problems["console"]]
+            seen = {kind: len(items) for kind, items in problems.items()}  # what came later is added at the end
             if not ready:
                 report["failures"] += [*failures, f"{name}: reveal.js did not start: not a deck"]
                 page.close()
@@ -138,10 +139,7 @@ def main() -> int:
                     later = found["slides"][found["slides"].index(s) + 1 :]
                     if s["answer_note"] or not any(t["answer_note"] for t in later[:3]):
                         failures.append(f"{where}: the prediction's answer is not in the notes of the slides after it")
-            failures += [f"{name}: console: {c}" for c in problems["console"][len(failures) :]]
             tallest = max(s["bottom"] for s in found["slides"])
-            print(f"{name:28} {len(found['slides']):3} slides, tallest {tallest} px, {predictions} predictions, "
-                  f"{sum(bool(s['notes']) for s in found['slides'])} with notes, {len(failures)} problems")  # fmt: skip
             if name == SHOT_ALL:  # the speaker view, as `s` opens it, shows the notes of the measuring slide
                 h, v = next(s["slide"] for s in found["slides"] if s["answer_note"]).split("/")
                 page.evaluate(f"() => Reveal.slide({h}, {v})")
@@ -163,6 +161,12 @@ def main() -> int:
                 page.evaluate(f"() => Reveal.slide({h}, {v})")
                 page.wait_for_timeout(50)
                 page.screenshot(path=args.out / f"{name}.{h}-{v}.png")
+            # requests that failed and errors logged while the slides were visited, the speaker view opened and the
+            # screenshots taken: as much a failure as one at load
+            failures += [f"{name}: request, later: {r}" for r in problems["requests"][seen["requests"] :]]
+            failures += [f"{name}: console, later: {c}" for c in problems["console"][seen["console"] :]]
+            print(f"{name:28} {len(found['slides']):3} slides, tallest {tallest} px, {predictions} predictions, "
+                  f"{sum(bool(s['notes']) for s in found['slides'])} with notes, {len(failures)} problems")  # fmt: skip
             report["decks"][name] = {"slides": len(found["slides"]), "tallest": tallest, "problems": failures}
             report["failures"] += failures
             page.close()
