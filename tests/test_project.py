@@ -324,6 +324,10 @@ def test_the_predictions_answers_are_spread_over_the_letters():
 
     letters = Counter(q.answer for q in QUESTIONS.values())
     assert len(letters) >= 3 and max(letters.values()) <= 0.4 * len(QUESTIONS), letters
+    from course_utils.checks.bug_lab import MYSTERIES  # chapter 09's diagnoses: the same rule, among themselves
+
+    diagnoses = Counter(m.answer for m in MYSTERIES.values())
+    assert len(diagnoses) >= 3 and max(diagnoses.values()) <= 0.5 * len(MYSTERIES), diagnoses
     for path in NOTEBOOKS:
         for cell in nbformat.read(path, as_version=4).cells:
             if "exercise" not in cell.metadata.get("tags", []):

@@ -115,16 +115,16 @@ MYSTERIES: dict[str, Mystery] = {
         chapter="09",
         what="a one-block language model: ids (B, T) -> next-token logits (B, T, 12)",
         choices={
-            "a": "no causal mask: every position sees the whole sequence",
-            "b": "an off-by-one causal mask: each position also sees the next token",
+            "a": "an off-by-one causal mask: each position also sees the next token",
+            "b": "no causal mask: every position sees the whole sequence",
             "c": "the padding mask broadcast along the wrong axis",
             "d": "nothing: it is a correct causal model",
         },
-        answer="b",
+        answer="a",
         why={
-            "a": "Without a mask, a change at any later position would move earlier outputs; the causality probe "
+            "b": "Without a mask, a change at any later position would move earlier outputs; the causality probe "
             "shows changes at distance 1 only.",
-            "b": "The mask is torch.ones(T, T).tril(1): diagonal=1 keeps one entry above the diagonal, so position "
+            "a": "The mask is torch.ones(T, T).tril(1): diagonal=1 keeps one entry above the diagonal, so position "
             "i reads token i + 1, the very token it must predict (bug 2 showed what training does with "
             "such a leak). The causality probe finds leaks at distance 1 only; the fix is tril() (diagonal 0).",
             "c": "This model has no padding at all; the leak the causality probe shows is about order.",
@@ -139,21 +139,21 @@ MYSTERIES: dict[str, Mystery] = {
         choices={
             "a": "the positional encoding never reaches the encoder",
             "b": "the embeddings drown the positional encoding: initialised N(0, 1), then times sqrt(d_model)",
-            "c": "the positional encoding is scaled down before it is added",
-            "d": "the positional encoding uses 2i twice",
+            "c": "the positional encoding uses 2i twice",
+            "d": "the positional encoding is scaled down before it is added",
         },
-        answer="c",
+        answer="d",
         why={
             "a": "Then shuffling the first half would leave the second half's outputs unchanged; the position probe "
             "finds they change, a little: positions arrive, weakly.",
             "b": "The position probe flags a weak signal, which fits; but the embeddings are not large: "
             "mystery_b.embed.weight.std() * sqrt(32) is about 1, the size of the encoding's values (between -1 and 1). "
             "Measure before choosing.",
-            "c": "inputs() adds pe / sqrt(d_model): the encoding arrives 5.7 times too small. The position probe "
+            "d": "inputs() adds pe / sqrt(d_model): the encoding arrives 5.7 times too small. The position probe "
             "flags a weak signal; the embeddings' scale is normal (about 1), and inputs(ids) minus the scaled "
             "embeddings, compared with sinusoidal_encoding by the equality probe, is the table times a constant "
             "(1/sqrt(32) = 0.177). Fix: x + pe, unscaled.",
-            "d": "The positional part of inputs(ids) is the paper's table times a constant, not a table with "
+            "c": "The positional part of inputs(ids) is the paper's table times a constant, not a table with "
             "stretched wavelengths: the equality probe finds a constant factor, not columns moved.",
         },
         probe="position_probe",

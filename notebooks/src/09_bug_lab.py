@@ -932,7 +932,7 @@ def diagnose_a():
     """Probe mystery A, print what you measure, return your diagnosis: one letter."""
     ### BEGIN SOLUTION
     print(causality_probe(mystery_a, mystery_ids, 12))
-    return "b"
+    return "a"
     ### END SOLUTION
 
 
@@ -949,12 +949,12 @@ mystery_b = mystery_model("B")
 def diagnose_b():
     """Probe mystery B, print what you measure, return your diagnosis: one letter."""
     ### BEGIN SOLUTION
-    print(position_probe(mystery_b, mystery_ids))  # weak positions: (b) or (c)?
+    print(position_probe(mystery_b, mystery_ids))  # weak positions: (b) or (d)?
     print(f"embedding scale: {mystery_b.embed.weight.std().item() * math.sqrt(32):.2f} (not drowning)")
     with torch.no_grad():
         added = mystery_b.inputs(mystery_ids) - mystery_b.embed(mystery_ids) * math.sqrt(32)  # the encoding's share
     print(equality_probe(added[0], sinusoidal_encoding(10, 32)))  # the paper's table times a constant: scaled down
-    return "c"
+    return "d"
     ### END SOLUTION
 
 
