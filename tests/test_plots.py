@@ -300,3 +300,35 @@ def test_every_plot_is_legible_when_projected():
     }
     for name, fig in figures.items():
         assert _smallest_text_px(fig) >= 12, f"{name}: text of {_smallest_text_px(fig):.1f} px on a projector"
+
+
+def test_the_interactive_charts_text_is_legible_when_projected():
+    """Vega's default labels are 10-11 px; the course's charts ask for at least 12 on every axis and legend."""
+    charts = {
+        "attention_chart": plots.attention_chart(torch.rand(2, 5, 5).softmax(-1), list("abcde")),
+        "positional_encoding_chart": plots.positional_encoding_chart(torch.rand(20, 16)),
+    }
+    for name, chart in charts.items():
+        spec = chart.to_dict()
+        encoding = spec["encoding"]
+        for channel, guide in (("x", "axis"), ("y", "axis"), ("color", "legend")):
+            sizes = encoding[channel][guide]
+            assert sizes["labelFontSize"] >= 12 and sizes["titleFontSize"] >= 12, (name, channel, sizes)
+        assert spec["title"]["fontSize"] >= 12, name
+
+
+def test_the_notebooks_own_figures_are_narrow_enough_to_stay_legible_projected():
+    """A figure wider than 11.4 inches (at 100 dpi) is shrunk below 900 px on a projector, and its 11-pt text
+    below 12 px: the notebooks' own figures (the course's plot helpers are measured above) stay narrower."""
+    import re
+    from pathlib import Path
+
+    sources = Path(__file__).resolve().parents[1] / "notebooks" / "src"
+    widths = [
+        (path.name, float(width))
+        for path in sorted(sources.glob("[0-9][0-9]_*.py"))
+        for width in re.findall(r"figsize=\(([\d.]+),", path.read_text())
+    ]
+    assert widths
+    too_wide = [(name, width) for name, width in widths if 11 * 100 / 72 * 900 / (width * 100) < 12]
+    assert not too_wide, too_wide

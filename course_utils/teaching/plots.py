@@ -64,6 +64,9 @@ mpl.rcParams["axes.prop_cycle"] = cycler(color=PALETTE)
 # JupyterLab shrinks a wide figure to about 900 px (tests/test_plots.py measures every plot so).
 mpl.rcParams["font.size"] = 11
 SMALL_TEXT = 9.5  # points: the numbers written in heatmap cells, and legends with many entries
+# The interactive charts' text, in pixels (Vega's defaults are 10-11 px labels): legible projected, as above.
+CHART_TEXT = {"labelFontSize": 12, "titleFontSize": 13}
+CHART_TITLE_SIZE = 15
 
 
 def _array(x: Matrix, dims: tuple[int, ...], name: str) -> np.ndarray:
@@ -269,12 +272,12 @@ def attention_chart(
     data = _inline_csv({"h": h.ravel(), "q": q.ravel(), "k": k.ravel(), "weight": np.round(w.ravel(), 3)})
     lookup = {"head": (names, "h"), "query": (queries, "q"), "key": (keys, "k")}
     row = alt.selection_point(on="pointerover", fields=["q"], empty=True, clear="pointerout")  # none hovered: all shown
-    chart = alt.Chart(data, title=title).transform_calculate(
+    chart = alt.Chart(data, title=alt.Title(title, fontSize=CHART_TITLE_SIZE)).transform_calculate(
         **{field: f"{json.dumps(labels)}[datum.{index}]" for field, (labels, index) in lookup.items()}
     ).mark_rect(stroke="white", strokeWidth=0.5).encode(
-        x=alt.X("k:O", title="key (attended to)", axis=alt.Axis(labelExpr=f"{json.dumps(keys)}[datum.value]", labelAngle=angle)),
-        y=alt.Y("q:O", title="query (attending)", axis=alt.Axis(labelExpr=f"{json.dumps(queries)}[datum.value]")),
-        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, round(float(w.max()), 3) or 1.0])),
+        x=alt.X("k:O", title="key (attended to)", axis=alt.Axis(labelExpr=f"{json.dumps(keys)}[datum.value]", labelAngle=angle, **CHART_TEXT)),
+        y=alt.Y("q:O", title="query (attending)", axis=alt.Axis(labelExpr=f"{json.dumps(queries)}[datum.value]", **CHART_TEXT)),
+        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, round(float(w.max()), 3) or 1.0]), legend=alt.Legend(**CHART_TEXT)),
         opacity=alt.condition(row, alt.value(1.0), alt.value(0.35)),  # the other rows fade while one is hovered
         tooltip=["head:N", "query:N", "key:N", alt.Tooltip("weight:Q", format=".3f")],
     ).add_params(row).properties(width=cell * T_k, height=cell * T_q)  # fmt: skip
@@ -332,10 +335,10 @@ def positional_encoding_chart(pe: Matrix, *, title: str = "Positional encoding (
     a = _array(pe, (2,), "pe")
     pos, dim = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")
     data = _inline_csv({"position": pos.ravel(), "dimension": dim.ravel(), "value": np.round(a.ravel(), 3)})
-    return alt.Chart(data, title=title).mark_rect().encode(
-        x=alt.X("dimension:O", axis=alt.Axis(labelAngle=0, values=list(range(0, a.shape[1], 8)))),
-        y=alt.Y("position:O", axis=alt.Axis(values=list(range(0, a.shape[0], 5)))),
-        color=alt.Color("value:Q", scale=alt.Scale(scheme=PE_SCHEME, domain=[-1, 1], reverse=True)),
+    return alt.Chart(data, title=alt.Title(title, fontSize=CHART_TITLE_SIZE)).mark_rect().encode(
+        x=alt.X("dimension:O", axis=alt.Axis(labelAngle=0, values=list(range(0, a.shape[1], 8)), **CHART_TEXT)),
+        y=alt.Y("position:O", axis=alt.Axis(values=list(range(0, a.shape[0], 5)), **CHART_TEXT)),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme=PE_SCHEME, domain=[-1, 1], reverse=True), legend=alt.Legend(**CHART_TEXT)),
         tooltip=["position:Q", "dimension:Q", alt.Tooltip("value:Q", format=".3f")],
     ).properties(width=min(8 * a.shape[1], 600), height=min(6 * a.shape[0], 400))  # fmt: skip
 

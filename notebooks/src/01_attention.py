@@ -229,7 +229,7 @@ top_unscaled = [top for _, name, _, top, _ in rows if name == "q.k"]  # mean lar
 assert top_unscaled == sorted(top_unscaled) and top_unscaled[-1] > 0.9  # what the prediction above asked
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), layout="constrained")
 for name, style in (("q.k", "o-"), ("q.k/sqrt(d_k)", "s--")):
     sel = [r for r in rows if r[1] == name]
     for ax, col in zip(axes, (2, 3, 4)):

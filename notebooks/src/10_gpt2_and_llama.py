@@ -231,10 +231,13 @@ print(len(conv1d), "Conv1D weights, e.g.", sorted(conv1d)[:2])
 renamed = from_hf_state(hf_state, GPT2_NAMES, transposed=conv1d, packed=GPT2_PACKED)
 ours.load_state_dict(renamed)
 ours.eval()
+
+# %% tags=["nbval-ignore-output"]
 with torch.no_grad():
     exact_gelu_gap = (ours(idx)[0] - reference).abs().max().item()
+# its last digit depends on the processor's rounding: the cell asserts the range, which does not
 print(f"largest logit difference with chapter 07's exact GELU: {exact_gelu_gap:.1e}")
-assert exact_gelu_gap > 1e-5
+assert 1e-5 < exact_gelu_gap < 1e-2  # far above float rounding (1e-5); the cell after it shows what it is
 
 # %% [markdown]
 # The weights load, and the logits are close but not equal. What is left is the activation. Chapter 07's GPT uses the
