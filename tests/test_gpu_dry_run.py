@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from course_utils import GPT, TrainConfig, gpu_branch, random_windows, train
-from course_utils.training.loop import DRY_RUN_STEPS
+from course_utils.training.loop import DRY_RUN_ROWS, DRY_RUN_STEPS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import gpu_check
@@ -30,12 +30,15 @@ def test_a_dry_run_trains_a_few_steps_under_bfloat16_autocast(monkeypatch):
 
     def loss_fn(m, x, y):
         seen.append(torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        rows.append(x.size(0))
         return m(x, y)[1]
 
+    rows = []
     data = torch.randint(0, 12, (200,))
     config = TrainConfig(steps=500, batch_size=4, lr=1e-3, warmup_steps=10, schedule="cosine", label_smoothing=0.0)
     history = train(model, random_windows(data, 8, 4), loss_fn, config, progress=False)
     assert len(history.loss) == DRY_RUN_STEPS and all(seen)
+    assert rows == [DRY_RUN_ROWS] * DRY_RUN_STEPS  # the model at its size, its batches cut: minutes become seconds
 
 
 def test_a_normal_run_keeps_full_precision_on_the_cpu(monkeypatch):

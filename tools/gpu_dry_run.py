@@ -3,7 +3,8 @@
 The course's notebooks take another branch on a GPU (chapter 07 trains SHAKESPEARE_GPT_GPU, at its real size) and
 ``train`` computes in bfloat16 there. A machine without a GPU never runs that code, so a typo, a shape or a tensor
 left on the wrong device there would first fail in a student's Colab. With ``COURSE_GPU_DRY_RUN=1`` the CPU takes
-those paths (``gpu_branch``), and ``train`` and ``estimate_loss`` stop after a few steps; this script executes each
+those paths (``gpu_branch``), and ``train`` and ``estimate_loss`` stop after a few steps, each on 2 rows of its batch
+(a CPU emulating bfloat16 took minutes for one step of chapter 07's full batch); this script executes each
 complete-edition notebook so, one kernel each.
 
 After 3 training steps nothing has been learned, so the notebooks' checks of trained figures fail. The script

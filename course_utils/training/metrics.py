@@ -18,7 +18,7 @@ from ..model import GPT, Transformer, padding_mask
 from ..settings import GPU_DRY_RUN
 from ..utils import eval_mode
 from .decoding import greedy_decode
-from .loop import DRY_RUN_STEPS
+from .loop import DRY_RUN_ROWS, DRY_RUN_STEPS
 
 __all__ = ["BleuDifference", "bleu", "bleu_difference", "estimate_loss", "exact_match"]
 
@@ -129,7 +129,8 @@ def estimate_loss(
     """Mean loss of ``model`` over ``iters`` batches of random windows of each split. The windows are the
     same at every call (fixed ``seed``), so successive estimates are comparable."""
     device = next(model.parameters()).device
-    iters = min(iters, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else iters  # a dry run passes the code, measures nothing
+    if GPU_DRY_RUN.is_on():  # a dry run passes the code, measures nothing: a few small batches
+        iters, batch_size = min(iters, DRY_RUN_STEPS), min(batch_size, DRY_RUN_ROWS)
     out = {}
     with eval_mode(model), torch.no_grad():
         for name, data in splits.items():
