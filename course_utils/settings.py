@@ -50,6 +50,7 @@ DATA_MIRROR = Setting(
 GPU_DRY_RUN = Setting(
     "COURSE_GPU_DRY_RUN",
     "1",
-    "the CPU takes the notebooks' GPU code paths (the GPU recipes, bfloat16 autocast), 3 training steps each",
+    "the CPU takes the notebooks' GPU code paths (the GPU recipes, bfloat16 autocast), 3 training steps each, on 2 rows "
+    "of each batch",
 )
 SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR, GPU_DRY_RUN)
