@@ -34,6 +34,7 @@ from course_utils import (
     SHAKESPEARE_GPT_CPU,
     SHAKESPEARE_GPT_GPU,
     CharTokenizer,
+    GPTConfig,
     count_parameters,
     estimate_loss,
     get_device,
@@ -49,8 +50,20 @@ from course_utils.utils import synchronize
 PRESETS = {"cpu": SHAKESPEARE_GPT_CPU, "gpu": SHAKESPEARE_GPT_GPU}
 
 
+MODELS = ("course_utils.GPT", "nanoGPT architecture")
+
+
 def lm_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return model(x, y)[1]
+
+
+def build_model(kind: str, vocab_size: int, sizes: GPTConfig, device: torch.device) -> torch.nn.Module:
+    """One of ``MODELS`` at ``sizes``, seeded, in training mode: the course's GPT or nanoGPT's architecture."""
+    set_seed(0)
+    if kind == "course_utils.GPT":
+        return GPT(vocab_size, **asdict(sizes)).to(device).train()
+    shape = (sizes.block_size, sizes.d_model, sizes.n_heads, sizes.n_layers, sizes.dropout)
+    return ReferenceGPT(vocab_size, *shape).to(device).train()
 
 
 def main() -> None:
@@ -81,13 +94,9 @@ def main() -> None:
     train_ids, val_ids = split_ids(text, tokenizer)
 
     def build(kind: str) -> torch.nn.Module:
-        set_seed(0)
-        if kind == "course_utils.GPT":
-            return GPT(tokenizer.vocab_size, **asdict(sizes)).to(device).train()
-        shape = (sizes.block_size, sizes.d_model, sizes.n_heads, sizes.n_layers, sizes.dropout)
-        return ReferenceGPT(tokenizer.vocab_size, *shape).to(device).train()
+        return build_model(kind, tokenizer.vocab_size, sizes, device)
 
-    models = {kind: build(kind) for kind in ("course_utils.GPT", "nanoGPT architecture")}
+    models = {kind: build(kind) for kind in MODELS}
     ours = models["course_utils.GPT"]
     n_params = count_parameters(ours) - ours.position_embed.weight.numel()
     runners = {k: torch.compile(m) if args.compile else m for k, m in models.items()}

@@ -13,28 +13,15 @@ the launch count tells more than the kernels' times.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 
 import torch
+from bench_gpt import MODELS, PRESETS, build_model, lm_loss
 from common import machine, save
-from nanogpt_reference import ReferenceGPT
 from torch.profiler import ProfilerActivity, profile
 
-from course_utils import (
-    GPT,
-    SHAKESPEARE_GPT_CPU,
-    SHAKESPEARE_GPT_GPU,
-    CharTokenizer,
-    get_device,
-    load_tiny_shakespeare,
-    random_windows,
-    set_seed,
-    split_ids,
-)
+from course_utils import CharTokenizer, get_device, load_tiny_shakespeare, random_windows, split_ids
 from course_utils.training.loop import make_optimizer, train_step
 from course_utils.utils import synchronize
-
-PRESETS = {"cpu": SHAKESPEARE_GPT_CPU, "gpu": SHAKESPEARE_GPT_GPU}
 
 
 def main() -> None:
@@ -53,26 +40,18 @@ def main() -> None:
     windows = random_windows(train_ids, sizes.block_size, config.batch_size, seed=0)
     batches = [tuple(t.to(device) for t in next(windows)) for _ in range(10 + args.steps)]
 
-    def loss_fn(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return model(x, y)[1]
-
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     result: dict = {"device": str(device), "machine": machine(device), "torch": torch.__version__, "models": {}}
-    for kind in ("course_utils.GPT", "nanoGPT architecture"):
-        set_seed(0)
-        if kind == "course_utils.GPT":
-            model = GPT(tokenizer.vocab_size, **asdict(sizes)).to(device).train()
-        else:
-            shape = (sizes.block_size, sizes.d_model, sizes.n_heads, sizes.n_layers, sizes.dropout)
-            model = ReferenceGPT(tokenizer.vocab_size, *shape).to(device).train()
+    for kind in MODELS:
+        model = build_model(kind, tokenizer.vocab_size, sizes, device)
         optimizer = make_optimizer(model, config)
         for batch in batches[:10]:
-            train_step(model, optimizer, loss_fn, batch, config)
+            train_step(model, optimizer, lm_loss, batch, config)
         synchronize(device)
         with profile(activities=activities) as prof:
             for batch in batches[10:]:
-                train_step(model, optimizer, loss_fn, batch, config)
+                train_step(model, optimizer, lm_loss, batch, config)
             synchronize(device)
         events = prof.key_averages()
         ops = sum(e.count for e in events if e.key.startswith("aten::")) / args.steps

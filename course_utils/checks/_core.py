@@ -44,13 +44,9 @@ def _tensors(value: Any, name: str) -> list[tuple[str, Tensor]]:
     return []
 
 
-def _plain_list(value: Any) -> bool:
-    """A list (of lists) of plain values, ids or words: what an answer may change in place, as tensors are checked
-    apart (``_tensors``)."""
-    return isinstance(value, list) and all(_plain_value(item) for item in value)  # pyright: ignore[reportUnknownVariableType]
-
-
 def _plain_value(value: Any) -> bool:
+    """Plain values, ids or words, or lists and tuples of them: a list of these is what an answer may change in
+    place without a tensor in it (tensors are checked apart, ``_tensors``)."""
     if isinstance(value, list | tuple):
         return all(_plain_value(item) for item in value)  # pyright: ignore[reportUnknownVariableType]
     return value is None or isinstance(value, str | int | float | bool)
@@ -75,7 +71,11 @@ def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwa
     before = (
         [] if changes_inputs else [(n, t, t.detach().clone()) for arg, v in named.items() for n, t in _tensors(v, arg)]
     )
-    lists = [] if changes_inputs else [(arg, v, copy.deepcopy(v)) for arg, v in named.items() if _plain_list(v)]
+    lists = (
+        []
+        if changes_inputs
+        else [(arg, v, copy.deepcopy(v)) for arg, v in named.items() if isinstance(v, list) and _plain_value(v)]
+    )
     try:
         result = fn(*args, **kwargs)
     except NotImplementedError:

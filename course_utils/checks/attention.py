@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..model.attention import scaled_dot_product_attention
+from ..model.attention import expand_kv, scaled_dot_product_attention
 from ..model.masks import causal_mask
 from ._core import MISTAKES, NotYet, Verdict, backpropagates, call, differs, each_case, name_mistake, same, verdict
 
@@ -474,7 +474,7 @@ def check_grouped_query_attention(fn: Callable[..., Any]) -> Verdict:
 
         def grouped(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
             n = q.size(1) // k.size(1)
-            return scaled_dot_product_attention(q, k.repeat_interleave(n, dim=1), v.repeat_interleave(n, dim=1))[0]
+            return scaled_dot_product_attention(q, expand_kv(k, n), expand_kv(v, n))[0]
 
         backpropagates(fn, q, k, v, what="the grouped-query attention output", reference=grouped)
         return message

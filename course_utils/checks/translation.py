@@ -205,28 +205,23 @@ def _reverse_order(piece: str, merges: Sequence[tuple[str, str]], passes: int | 
     return symbols
 
 
-def _by_rank(piece: str, merges: Sequence[tuple[str, str]], choose: str) -> list[str]:
-    """Merging by rank, but choosing the wrong pair: the highest rank (``"latest"``) or the leftmost pair that is a
-    merge (``"leftmost"``)."""
+def _by_rank(piece: str, merges: Sequence[tuple[str, str]], choose: str, passes: int | None = None) -> list[str]:
+    """Merging by rank, but choosing the wrong pair: the highest rank (``"latest"``), the leftmost pair that is a
+    merge (``"leftmost"``); or the right one (``"earliest"``) but stopping after ``passes`` merges."""
     from ..data.bpe import merge_pair
 
     rank = {pair: r for r, pair in enumerate(merges)}
-    symbols = list(piece)
-    while True:
+    symbols, merged = list(piece), 0
+    while passes is None or merged < passes:
         present = [pair for pair in itertools.pairwise(symbols) if pair in rank]
         if not present:
-            return symbols
-        symbols = merge_pair(symbols, max(present, key=rank.__getitem__) if choose == "latest" else present[0])
-
-
-def _one_merge_only(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
-    """The earliest-learned merge present in the piece, applied once, and nothing more."""
-    from ..data.bpe import merge_pair
-
-    rank = {pair: r for r, pair in enumerate(merges)}
-    symbols = list(piece)
-    present = [pair for pair in itertools.pairwise(symbols) if pair in rank]
-    return merge_pair(symbols, min(present, key=rank.__getitem__)) if present else symbols
+            break
+        if choose == "leftmost":
+            pair = present[0]
+        else:
+            pair = (max if choose == "latest" else min)(present, key=rank.__getitem__)
+        symbols, merged = merge_pair(symbols, pair), merged + 1
+    return symbols
 
 
 _LATEST_FIRST = "the merges are applied latest first: the order they were learned is the priority (lowest rank first)"
@@ -261,7 +256,7 @@ def check_bpe_segment(fn: Callable[..., Any]) -> Verdict:
         (lambda piece, merges: _reverse_order(piece, merges, passes=1), _LATEST_FIRST),
         (lambda piece, merges: _by_rank(piece, merges, "latest"), _LATEST_FIRST),
         (
-            _one_merge_only,
+            lambda piece, merges: _by_rank(piece, merges, "earliest", passes=1),
             "only one merge is applied, the earliest learned one present: a piece is done only when no pair of "
             "neighbouring symbols is a merge any more; repeat until none is",
         ),
