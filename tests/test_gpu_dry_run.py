@@ -118,3 +118,18 @@ def test_the_gpu_report_sets_the_gpt_beside_nanogpts_own_run():
     assert "| course_utils.GPT, compiled | 14.0 | 13.0 | 1.077 | 1.46 at step 1750, 26.2 s |" in text
     assert "| nanoGPT's own train.py, compiled | - | 13.5 | - | not reached (best 1.4714 at step 1750) |" in text
     assert "validation loss 1.47 (" in text and "Note: translator was stopped" in text
+
+
+def test_the_gpu_report_keeps_a_long_trainings_last_figures_and_lists_every_error():
+    figures = [f"step {250 * i}: validation loss {2 - i / 10:.3f}" for i in range(1, 11)] + [
+        "best validation loss: 1.4"
+    ]
+    report = {
+        "notebooks": [
+            {"notebook": "07_gpt", "seconds": 90.0, "errors": [], "figures": figures},
+            {"notebook": "09_bug_lab", "seconds": 100.0, "errors": ["cell 31: RuntimeError: devices"], "figures": []},
+        ]
+    }
+    text = gpu_check.markdown(report)
+    assert "step 250: validation loss 1.900" in text and "best validation loss: 1.4" in text and "…" in text
+    assert "- 09_bug_lab, cell 31: RuntimeError: devices" in text

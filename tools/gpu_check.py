@@ -56,8 +56,13 @@ def environment(device: str) -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
+        "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
     }
+
+
+def _cut(line: str, width: int = 200) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _notebook(path: Path, timeout: int) -> dict[str, Any]:
@@ -68,7 +73,7 @@ def _notebook(path: Path, timeout: int) -> dict[str, Any]:
     for name in ("COURSE_DEVICE", "COURSE_SKIP_TRAINING", "COURSE_GPU_DRY_RUN", "CUDA_VISIBLE_DEVICES"):
         env.pop(name, None)  # the GPU, training included, as in Colab
     seconds, errors, lines = execute(nbformat.read(path, as_version=4), env, timeout)
-    figures = [line.strip()[:200] for _, line in lines if FIGURES.search(line)]
+    figures = [_cut(line.strip()) for _, line in lines if FIGURES.search(line)]
     print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors", flush=True)
     for error in errors:
         print(f"   ERROR {error}", flush=True)
@@ -138,8 +143,10 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         "# GPU check",
         "",
-        f"{env.get('gpu', '?')} (compute capability {env.get('capability', '?')}), PyTorch {env.get('torch', '?')}, "
-        f"CUDA {env.get('cuda', '?')}, Python {env.get('python', '?')}, {env.get('date', '?')}. Written by "
+        f"{env.get('gpu', '?')} (compute capability {env.get('capability', '?')}), "
+        + (f"{env['cpus']} CPUs, " if env.get("cpus") else "")
+        + f"PyTorch {env.get('torch', '?')}, CUDA {env.get('cuda', '?')}, Python {env.get('python', '?')}, "
+        f"{env.get('date', '?')}. Written by "
         "`make gpu-check` (tools/gpu_check.py); every figure below was measured by that run.",
         "",
     ]
@@ -159,9 +166,13 @@ def markdown(report: dict[str, Any]) -> str:
             "| --- | --- | --- | --- |",
         ]
         for r in report["notebooks"]:
-            shown = "<br>".join(r["figures"][:6]).replace("|", "\\|")
+            figures = r["figures"] if len(r["figures"]) <= 7 else [*r["figures"][:4], "…", *r["figures"][-2:]]
+            shown = "<br>".join(figures).replace("|", "\\|")  # the first and the last: a training's best comes last
             lines.append(f"| {r['notebook']} | {r['seconds']} | {len(r['errors'])} | {shown} |")
         lines.append("")
+        errors = [(r["notebook"], e) for r in report["notebooks"] for e in r["errors"]]
+        if errors:
+            lines += ["Errors:", "", *(f"- {name}, {error}" for name, error in errors), ""]
     if "translator" in report:
         t = report["translator"]
         lines += [

@@ -253,8 +253,9 @@ def causality_probe(
     )
     if distances == list(range(1, width + 1)) and width < T - 1:
         band = (
-            f"{CAUSES['off_by_one_mask']}. The leak is a band {width} token{'s' * (width > 1)} wide: each layer "
-            f"lets a position see one token further ahead, so {width} layer{'s' * (width > 1)} of such attention"
+            f"{CAUSES['off_by_one_mask']}. The leak is a band {width} token{'s' * (width > 1)} wide: each layer with "
+            f"such a mask lets a position see one token further ahead, so the band is as wide as the number of "
+            f"such layers ({width} here)"
         )
         return _flag("causality", worst, finding, ("off_by_one_mask", band), detail=matrix)
     causes: list[str] = ["no_causal_mask", "mask_convention", "cross_attention_queries"]
