@@ -10,6 +10,7 @@ import course_utils
 EXPECTED = {
     # 01-02 attention and masks
     "scaled_dot_product_attention", "causal_mask", "padding_mask", "MultiHeadAttention", "record_attention",
+    "packed_linear",
     # 03 positions
     "sinusoidal_encoding", "PositionalEncoding",
     # 04-05 layers and stacks

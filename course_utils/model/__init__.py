@@ -4,7 +4,7 @@ twins built from PyTorch's own modules.
 Imports only ``torch`` and ``course_utils.utils``: the model knows nothing of data, training or teaching.
 
 - ``attention``: ``scaled_dot_product_attention``, ``MultiHeadAttention``, ``KVCache``, ``record_attention``,
-  ``GroupedQueryAttention``, ``expand_kv``
+  ``GroupedQueryAttention``, ``expand_kv``, ``packed_linear``
 - ``masks``: ``causal_mask``, ``padding_mask``, ``target_mask``
 - ``positional``: ``sinusoidal_encoding``, ``PositionalEncoding``, ``apply_rotary``
 - ``layers``: ``LayerNorm``, ``FeedForward``, ``RMSNorm``, ``SwiGLU``
@@ -22,6 +22,7 @@ from .attention import (
     KVCache,
     MultiHeadAttention,
     expand_kv,
+    packed_linear,
     record_attention,
     scaled_dot_product_attention,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "expand_kv",
     "from_hf",
     "from_hf_state",
+    "packed_linear",
     "padding_mask",
     "record_attention",
     "scaled_dot_product_attention",

@@ -9,14 +9,15 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Generator
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.modules import module as _module_hooks
 
-from .positional import apply_rotary
+from .positional import rotary_angles, rotate
 from .torch_names import course_state_dict
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "KVCache",
     "MultiHeadAttention",
     "expand_kv",
+    "packed_linear",
     "record_attention",
     "scaled_dot_product_attention",
 ]
@@ -105,6 +107,40 @@ def scaled_dot_product_attention(
         weights = scores.softmax(dim=-1).masked_fill(no_key, 0.0)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return dropped @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+def packed_linear(x: Tensor, *layers: nn.Module) -> tuple[Tensor, ...]:
+    r"""``tuple(layer(x) for layer in layers)``, computed as one matrix product where it can be: the layers' weights
+    stacked into one ``(sum of d_out, d_in)`` matrix (and their biases into one vector), the result split after.
+
+    Row i of ``x W^T`` only ever reads row i of ``W``, so stacking the weights changes no value: it is the same
+    function in one kernel instead of three (and, in the backward pass, one weight-gradient product instead of
+    three), as nanoGPT's ``c_attn`` and PyTorch's ``in_proj_weight`` compute queries, keys and values. The
+    parameters stay three layers, under their own names. Layers that are not plain ``nn.Linear`` (a subclass, an
+    adapter), or that a hook watches, are called one by one, so that what they add still happens.
+    """
+    linears = [layer for layer in layers if _plain_linear(layer)]
+    biases: list[Tensor] = [layer.bias for layer in linears if layer.bias is not None]
+    if len(linears) < len(layers) or len(biases) not in (0, len(linears)):  # hooked, adapted, or mixed biases
+        return tuple(layer(x) for layer in layers)
+    weight = torch.cat([layer.weight for layer in linears])  # (sum of d_out, d_in): the weights stacked
+    bias = torch.cat(biases) if biases else None  # (sum of d_out,)
+    return F.linear(x, weight, bias).split([layer.out_features for layer in linears], dim=-1)
+
+
+def _plain_linear(layer: nn.Module) -> TypeGuard[nn.Linear]:
+    """An ``nn.Linear`` itself (not a subclass) that no hook of its own or of every module watches."""
+    hooks = (
+        layer._forward_hooks,  # pyright: ignore[reportPrivateUsage]
+        layer._forward_pre_hooks,  # pyright: ignore[reportPrivateUsage]
+        layer._backward_hooks,  # pyright: ignore[reportPrivateUsage]
+        layer._backward_pre_hooks,  # pyright: ignore[reportPrivateUsage]
+        _module_hooks._global_forward_hooks,  # pyright: ignore[reportPrivateUsage]
+        _module_hooks._global_forward_pre_hooks,  # pyright: ignore[reportPrivateUsage]
+        _module_hooks._global_backward_hooks,  # pyright: ignore[reportPrivateUsage]
+        _module_hooks._global_backward_pre_hooks,  # pyright: ignore[reportPrivateUsage]
+    )
+    return type(layer) is nn.Linear and not any(hooks)
 
 
 def _divisibility_error(d_model: int, n_heads: int) -> ValueError:
@@ -194,7 +230,8 @@ class MultiHeadAttention(nn.Module):
     r"""MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
     The h per-head projections are stored as one ``nn.Linear(d_model, d_model)`` each for Q, K and
-    V (``w_q``, ``w_k``, ``w_v``) whose outputs are split into heads; ``w_o`` is W^O.
+    V (``w_q``, ``w_k``, ``w_v``) whose outputs are split into heads; ``w_o`` is W^O. Where query, key and value
+    are one tensor (self-attention), the three run as one matrix product (``packed_linear``), the same function.
 
     ``forward(query (B, T_q, d_model), key (B, T_k, d_model), value (B, T_k, d_model), mask)`` returns
     ``(output, weights)`` as ``nn.MultiheadAttention`` does: output ``(B, T_q, d_model)``, and the per-head
@@ -227,20 +264,6 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
 
-    def _split_heads(self, x: Tensor) -> Tensor:
-        B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k)
-
-    def _validate(self, query: Tensor, key: Tensor, value: Tensor) -> None:
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if x.dim() != 3 or x.size(-1) != self.d_model:
-                raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}); got {tuple(x.shape)}")
-        if key.shape != value.shape or key.size(0) != query.size(0):
-            raise ValueError(
-                "key and value must have the same shape (B, T_k, d_model) and the batch size of query; "
-                f"got query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-            )
-
     def forward(
         self,
         query: Tensor,
@@ -253,43 +276,73 @@ class MultiHeadAttention(nn.Module):
         cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         self._validate(query, key, value)
-        q = self._split_heads(self.w_q(query))  # (B, h, T_q, d_k)
-        stored = cache.lookup(key) if cache is not None and cache.static else None
-        if stored is not None:
-            k, v = stored  # cross-attention: the memory's keys and values, computed at the first step
-        else:
-            k = self._split_heads(self.w_k(key))  # (B, h, T_k, d_k)
-            v = self._split_heads(self.w_v(value))  # (B, h, T_k, d_k)
-            if cache is not None and cache.static:
-                k, v = cache.store(key, k, v)
-            elif cache is not None:
-                k, v = cache.extend(k, v)  # (B, h, T_past + T_k, d_k): earlier positions' keys and values too
-        T_q, T_k = q.size(2), k.size(2)
-        if is_causal and cache is None and T_q != T_k:
-            raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")
+        q, k, v = self._project(query, key, value, cache)  # (B, h, T_q, d_k), (B, h, T_k, d_k) twice
+        cached = cache is not None
+        attn_mask, causal_kernel = self._attention_mask(mask, is_causal, q, k, cached=cached, explicit=need_weights)
         dropout_p = self.dropout if self.training else 0.0
+        if need_weights:  # the readable path, keeping the weights
+            out, weights = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p=dropout_p)
+        else:  # the fused kernel: the same function, without materialising the weights
+            out, weights = _fused_attention(q, k, v, attn_mask, dropout_p, causal_kernel), None
+        out = out.transpose(1, 2).reshape(out.size(0), q.size(2), self.d_model)  # (B, T_q, h * d_k): heads side by side
+        return self.w_o(out), weights  # (B, T_q, d_model), (B, h, T_q, T_k) or None
 
+    def _validate(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.dim() != 3 or x.size(-1) != self.d_model:
+                raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}); got {tuple(x.shape)}")
+        if key.shape != value.shape or key.size(0) != query.size(0):
+            raise ValueError(
+                "key and value must have the same shape (B, T_k, d_model) and the batch size of query; "
+                f"got query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+            )
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None) -> tuple[Tensor, ...]:
+        """Queries, keys and values split into heads, ``(B, h, T, d_k)`` each; keys and values taken from or added
+        to ``cache``. Where the inputs are one tensor, one matrix product computes what ``w_q``, ``w_k``, ``w_v``
+        would (``packed_linear``), as ``nn.MultiheadAttention`` does: the same function, fewer kernels."""
+        stored = cache.lookup(key) if cache is not None and cache.static else None
+        if stored is not None:  # cross-attention after the first step: the memory's keys and values, kept
+            return self._split_heads(self.w_q(query)), *stored
+        if query is key and key is value:  # self-attention
+            q, k, v = packed_linear(query, self.w_q, self.w_k, self.w_v)
+        elif key is value:  # cross-attention: keys and values from the same memory
+            q, (k, v) = self.w_q(query), packed_linear(key, self.w_k, self.w_v)
+        else:
+            q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
+        q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)  # (B, h, T, d_k) each
+        if cache is not None and cache.static:
+            k, v = cache.store(key, k, v)
+        elif cache is not None:
+            k, v = cache.extend(k, v)  # (B, h, T_past + T_k, d_k): earlier positions' keys and values too
+        return q, k, v
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k)
+
+    def _attention_mask(
+        self, mask: Tensor | None, is_causal: bool, q: Tensor, k: Tensor, *, cached: bool, explicit: bool
+    ) -> tuple[Tensor | None, bool]:
+        """The bool mask to pass on (True = may attend), and whether the fused kernel should apply the causal
+        triangle itself. A triangle tensor is built only where it is needed."""
+        B, T_q, T_k = q.size(0), q.size(2), k.size(2)
+        if is_causal and not cached and T_q != T_k:
+            raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")
         if not is_causal or T_q == 1:
             # No order to respect: the mask as given. (One query at the end of a causal sequence sees every key.)
             attn_mask, causal_kernel = mask, False
-        elif T_q == T_k and mask is None and not need_weights:
+        elif T_q == T_k and mask is None and not explicit:
             # Plain causal self-attention: the fused kernel applies the triangle itself, no mask tensor needed.
-            attn_mask, causal_kernel = None, True
+            return None, True
         else:
             # Causal with padding, weights to return, or new queries after cached keys: an explicit triangle,
             # shifted so that the T_q queries are the last T_q of the T_k positions.
             triangle = torch.ones(T_q, T_k, dtype=torch.bool, device=q.device).tril(diagonal=T_k - T_q)
             attn_mask, causal_kernel = (triangle if mask is None else mask & triangle), False
-
-        if need_weights:  # the readable path, keeping the weights
-            out, weights = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p=dropout_p)
-        else:  # the fused kernel: the same function, without materialising the weights
-            if attn_mask is not None:
-                validate_mask(attn_mask, torch.Size((q.size(0), self.n_heads, T_q, T_k)))
-            out = _fused_attention(q, k, v, attn_mask, dropout_p, causal_kernel)  # (B, h, T_q, d_k)
-            weights = None
-        out = out.transpose(1, 2).reshape(out.size(0), T_q, self.d_model)  # (B, T_q, h * d_k): heads concatenated
-        return self.w_o(out), weights  # (B, T_q, d_model), (B, h, T_q, T_k) or None
+        if attn_mask is not None and not explicit:  # the readable path checks its mask itself
+            validate_mask(attn_mask, torch.Size((B, self.n_heads, T_q, T_k)))
+        return attn_mask, causal_kernel
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
@@ -377,33 +430,42 @@ class GroupedQueryAttention(nn.Module):
         self.w_o = nn.Linear(n_heads * self.d_k, d_model, bias=bias)
 
     def forward(
-        self, x: Tensor, cache: KVCache | None = None, *, need_weights: bool = False
+        self,
+        x: Tensor,
+        cache: KVCache | None = None,
+        *,
+        need_weights: bool = False,
+        rotary: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
+        """``rotary``: the cosines and sines ``(T, d_k/2)`` of this call's positions (``rotary_angles``), which a
+        model computes once for all its layers; None: computed here."""
         if x.dim() != 3 or x.size(-1) != self.d_model:
             raise ValueError(f"x must have shape (B, T, d_model={self.d_model}); got {tuple(x.shape)}")
         B, T, _ = x.shape
-        past = len(cache) if cache is not None else 0
         q = self.w_q(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
         k = self.w_k(x).view(B, T, self.n_kv_heads, self.d_k).transpose(1, 2)  # (B, g, T, d_k), g = n_kv_heads
         v = self.w_v(x).view(B, T, self.n_kv_heads, self.d_k).transpose(1, 2)  # (B, g, T, d_k)
-        positions = torch.arange(past, past + T, device=x.device)  # (T,): after the cached positions
-        q = apply_rotary(q, positions, self.rope_theta, self.rotary_pairing)  # (B, h, T, d_k), turned by position
-        k = apply_rotary(k, positions, self.rope_theta, self.rotary_pairing)
+        if rotary is None:
+            past = len(cache) if cache is not None else 0
+            positions = torch.arange(past, past + T, device=x.device)  # (T,): after the cached positions
+            rotary = rotary_angles(positions, self.d_k, self.rope_theta)
+        q = rotate(q, *rotary, self.rotary_pairing)  # (B, h, T, d_k), turned by position
+        k = rotate(k, *rotary, self.rotary_pairing)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, g, T_past + T, d_k): the cache keeps g heads, not h
         n_rep = self.n_heads // self.n_kv_heads
         k, v = expand_kv(k, n_rep), expand_kv(v, n_rep)  # (B, h, T_k, d_k): each key head for its group
         T_k = k.size(2)
         dropout_p = self.dropout if self.training else 0.0
-        # The T new queries are the last T of the T_k positions: query i sees keys up to T_k - T + i.
-        triangle = None if T == 1 else torch.ones(T, T_k, dtype=torch.bool, device=x.device).tril(diagonal=T_k - T)
+        plain = T == T_k and T > 1  # no cache: the fused kernel applies the causal triangle itself
+        # Otherwise the T new queries are the last T of the T_k positions: query i sees keys up to T_k - T + i
+        # (one query sees them all: no mask). The triangle is built only where it is used.
+        explicit = T > 1 and (need_weights or not plain)
+        triangle = torch.ones(T, T_k, dtype=torch.bool, device=x.device).tril(diagonal=T_k - T) if explicit else None
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, triangle, dropout_p=dropout_p)
         else:
-            plain = T == T_k and T > 1  # no cache: the kernel applies the triangle itself
-            mask = None if plain else triangle
-            out = _fused_attention(q, k, v, mask, dropout_p, plain)
-            weights = None
+            out, weights = _fused_attention(q, k, v, triangle, dropout_p, plain), None
         out = out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_k)  # (B, T, h * d_k): heads concatenated
         return self.w_o(out), weights  # (B, T, d_model), (B, h, T, T_k) or None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -83,6 +84,11 @@ class CausalLM(nn.Module):
         """The input vectors ``(B, T, d_model)`` of token ids ``idx`` ``(B, T)`` at positions ``past, past + 1, ...``."""
         raise NotImplementedError
 
+    def layer_inputs(self, idx: Tensor, past: int) -> dict[str, Any]:
+        """What every block reads besides its input and its cache, computed once per forward (``Llama``: the
+        rotary angles of the positions) and passed to each block by keyword. None for the GPT."""
+        return {}
+
     def forward(
         self, idx: Tensor, targets: Tensor | None = None, caches: list[KVCache] | None = None
     ) -> tuple[Tensor, Tensor | None]:
@@ -94,8 +100,9 @@ class CausalLM(nn.Module):
                 f"{past + idx.size(1)} positions exceed block_size={self.block_size}; crop the input (generate does)"
             )
         x = self.embed(idx, past)  # (B, T, d_model)
+        shared = self.layer_inputs(idx, past)
         for i, block in enumerate(self.blocks):
-            x = block(x, caches[i] if caches else None)
+            x = block(x, caches[i] if caches else None, **shared)
         logits = self.head(self.norm(x))  # (B, T, V)
         loss = None
         if targets is not None:

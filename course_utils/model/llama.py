@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from .attention import GroupedQueryAttention, KVCache
 from .gpt import CausalLM
 from .layers import RMSNorm, SwiGLU
+from .positional import rotary_angles
 
 __all__ = ["Llama", "LlamaBlock", "LlamaConfig", "swiglu_hidden_size"]
 
@@ -67,8 +70,9 @@ class LlamaBlock(nn.Module):
         self.feed_forward = SwiGLU(d_model, d_ff)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
-        attended, _ = self.self_attn(self.norm1(x), cache)
+    def forward(self, x: Tensor, cache: KVCache | None = None, rotary: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """``rotary``: the cosines and sines of the positions (``rotary_angles``), shared by every block."""
+        attended, _ = self.self_attn(self.norm1(x), cache, rotary=rotary)
         x = x + self.dropout1(attended)
         return x + self.dropout2(self.feed_forward(self.norm2(x)))  # (B, T, d_model)
 
@@ -100,6 +104,7 @@ class Llama(CausalLM):
         self.vocab_size, self.block_size = vocab_size, block_size
         self.token_embed = nn.Embedding(vocab_size, d_model)
         self.dropout = nn.Dropout(dropout)
+        self.d_k, self.rope_theta = d_model // n_heads, rope_theta  # for the rotary angles (layer_inputs)
         d_ff = d_ff or swiglu_hidden_size(d_model)
         self.blocks = nn.ModuleList(
             LlamaBlock(d_model, n_heads, n_kv_heads, d_ff, rope_theta, norm_eps, dropout) for _ in range(n_layers)
@@ -116,3 +121,8 @@ class Llama(CausalLM):
 
     def embed(self, idx: Tensor, past: int) -> Tensor:
         return self.dropout(self.token_embed(idx))  # (B, T, d_model): positions enter inside attention
+
+    def layer_inputs(self, idx: Tensor, past: int) -> dict[str, Any]:
+        """The rotary angles of positions ``past ... past + T - 1``, once for every block (not once per layer)."""
+        positions = torch.arange(past, past + idx.size(1), device=idx.device)  # (T,)
+        return {"rotary": rotary_angles(positions, self.d_k, self.rope_theta)}  # cos, sin: (T, d_k/2) each

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["PositionalEncoding", "apply_rotary", "sinusoidal_encoding"]
+__all__ = ["PositionalEncoding", "apply_rotary", "rotary_angles", "rotate", "sinusoidal_encoding"]
 
 
 def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
@@ -87,9 +87,24 @@ def apply_rotary(x: Tensor, positions: Tensor, theta: float = 10000.0, pairing: 
             f"positions must have shape (T,) = ({x.size(-2)},), one position per row of x {tuple(x.shape)}; "
             f"got {tuple(positions.shape)}"
         )
-    omega = 1.0 / theta ** (torch.arange(0, d_k, 2, device=x.device, dtype=torch.float32) / d_k)  # (d_k/2,)
+    return rotate(x, *rotary_angles(positions, d_k, theta), pairing)
+
+
+def rotary_angles(positions: Tensor, d_k: int, theta: float = 10000.0) -> tuple[Tensor, Tensor]:
+    r"""The cosines and sines ``(T, d_k/2)`` each, in float32, of the angles m * omega_i by which ``apply_rotary``
+    turns pair i at position m (``positions`` ``(T,)``). They depend on the positions only, not on the layer: a
+    model computes them once per forward and hands them to every layer (``rotate``), as Hugging Face's
+    ``LlamaRotaryEmbedding`` does, instead of one table per layer."""
+    omega = 1.0 / theta ** (torch.arange(0, d_k, 2, device=positions.device, dtype=torch.float32) / d_k)  # (d_k/2,)
     angles = positions.to(torch.float32)[:, None] * omega[None, :]  # (T, d_k/2): pair i at position m turns m*omega_i
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # rounded to x's dtype, as Llama does
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor, pairing: str = "halves") -> Tensor:
+    """``x`` ``(..., T, d_k)`` with each pair of dimensions turned by the angles whose ``cos`` and ``sin``
+    ``(T, d_k/2)`` are given (``rotary_angles``): ``apply_rotary`` once the angles are known."""
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # rounded to x's dtype, as Llama does
+    d_k = x.size(-1)
     if pairing == "halves":
         first, second = x[..., : d_k // 2], x[..., d_k // 2 :]  # (..., T, d_k/2) each: pair i = (i, i + d_k/2)
     else:
