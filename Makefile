@@ -13,7 +13,8 @@
 #   make check-browser  open every notebook, every page of the site, every deck and a RISE presentation offline in
 #                   headless Chromium: every image, chart and formula must appear, every slide fit 1280x800, with no
 #                   failed request or console error
-#   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py)
+#   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py),
+#                       the training chapters also in float16 with a gradient scaler (a T4's path)
 #   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
 #   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
 #                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some)
@@ -98,8 +99,10 @@ $(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.
 test-colab: $(COLAB_VENV)/.installed
 	$(CPU_ONLY) $(OTHER_KERNELS) $(call pytest_parallel,$(COLAB_VENV)) notebooks $(NBVAL) -q
 
+# Then the training chapters once more as on a GPU without bfloat16 (Colab's T4): float16 with a gradient scaler.
 gpu-dry-run: install
 	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py
+	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py 06 07 08 10 --amp-dtype float16 --no-benchmarks
 
 gpu-wheels:
 	tools/gpu_wheels.sh

@@ -1,7 +1,10 @@
-"""What the benchmark scripts share: naming the machine, timing steps in alternation, and saving results."""
+"""What the benchmark scripts share: naming the machine, timing steps in alternation, counting the operators a step
+runs, choosing the attention kernel, and saving results."""
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import platform
 import statistics
@@ -11,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_utils.utils import synchronize
 
@@ -26,11 +31,13 @@ def machine(device: torch.device) -> str:
 def alternated_step_times(
     steps: dict[str, Callable[[int], None]], device: torch.device, n: int, warmup: int
 ) -> dict[str, float]:
-    """Median seconds of each named step function, called in turn (a, b, a, b, ...) so that every contender sees
-    the same machine load; ``warmup`` rounds are run first and not timed."""
+    """Median seconds of each named step function, called in turn so that every contender sees the same machine
+    load, the order reversed every other round (a, b, b, a, a, b, ...) so that none always runs first (right after
+    the other's work, or with its caches warm); ``warmup`` rounds are run first and not timed."""
     times: dict[str, list[float]] = {name: [] for name in steps}
     for i in range(warmup + n):
-        for name, step in steps.items():
+        order = list(steps.items()) if i % 2 == 0 else list(steps.items())[::-1]
+        for name, step in order:
             synchronize(device)
             start = time.perf_counter()
             step(i)
@@ -47,3 +54,38 @@ def save(result: dict[str, Any], stem: str) -> Path:
     path.write_text(json.dumps(result, indent=1))
     print(f"written to {path}")
     return path
+
+
+# PyTorch's kernels for F.scaled_dot_product_attention, by the names --sdpa-backend takes.
+SDPA_BACKENDS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+
+
+def sdpa_backend(name: str | None) -> contextlib.AbstractContextManager[Any]:
+    """Within the block, ``F.scaled_dot_product_attention`` runs only the named kernel (an error where it cannot,
+    e.g. flash attention on a CPU or in float32); None: PyTorch's own choice."""
+    return sdpa_kernel([SDPA_BACKENDS[name]]) if name else contextlib.nullcontext()
+
+
+# Operators that only describe a tensor anew (a view, a split, a detach) launch no kernel.
+_NO_KERNEL = {torch.ops.aten.detach, torch.ops.aten.alias, torch.ops.aten.split, torch.ops.aten.split_with_sizes,
+              torch.ops.aten.unbind, torch.ops.aten.chunk, torch.ops.aten.lift_fresh}  # fmt: skip
+
+
+class OperatorCount(TorchDispatchMode):
+    """Counts the ATen operators that run inside the block, by name: ``computing`` (those that compute, each a kernel
+    launch on a GPU, the CPU's proxy for launches) and ``views`` (those that only describe a tensor anew)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.computing: collections.Counter[str] = collections.Counter()
+        self.views: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        no_kernel = func.is_view or func.overloadpacket in _NO_KERNEL
+        (self.views if no_kernel else self.computing)[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))

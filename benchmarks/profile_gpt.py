@@ -6,22 +6,79 @@ on a CPU: CPU time), how many operators and device kernels one step launches, an
 JSON to benchmarks/results/. Where a small model's step is bound by launching kernels rather than by running them,
 the launch count tells more than the kernels' times.
 
+First, on any machine, it counts the operators one training step runs (``operators_per_step``: every ATen operator
+that computes, each a kernel launch on a GPU; views apart), in float32 and in bfloat16 autocast as on a GPU, for the
+GPU preset's structure: the CPU's proxy for kernel launches, the same on every processor. tests/test_gpt.py holds
+the course's GPT within 3% of nanoGPT's architecture by it.
+
     python benchmarks/profile_gpt.py --device cuda           # the GPU preset
     python benchmarks/profile_gpt.py --preset cpu --steps 2  # the script itself, on a CPU
+    python benchmarks/profile_gpt.py --count-only            # only the operator counts (seconds, on a CPU)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 from bench_gpt import MODELS, PRESETS, build_model, lm_loss
-from common import machine, save
+from common import OperatorCount, machine, save
 from torch.profiler import ProfilerActivity, profile
 
-from course_utils import CharTokenizer, get_device, load_tiny_shakespeare, random_windows, split_ids
-from course_utils.training.loop import make_optimizer, train_step
+from course_utils import CharTokenizer, GPTConfig, get_device, load_tiny_shakespeare, random_windows, split_ids
+from course_utils.training.loop import TrainConfig, make_optimizer, train_step
 from course_utils.utils import synchronize
+
+
+@contextlib.contextmanager
+def gpu_precision(on: bool) -> Iterator[None]:
+    """Within the block (when ``on``), ``train_step`` computes in bfloat16 autocast on the CPU too, as on a GPU."""
+    before = os.environ.get("COURSE_GPU_DRY_RUN")
+    if on:
+        os.environ["COURSE_GPU_DRY_RUN"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("COURSE_GPU_DRY_RUN", None)
+        else:
+            os.environ["COURSE_GPU_DRY_RUN"] = before
+
+
+def operators_per_step(
+    kind: str, sizes: GPTConfig, config: TrainConfig, vocab_size: int = 65, autocast: bool = False
+) -> OperatorCount:
+    """The operators one training step of ``kind`` (one of ``MODELS``) runs on the CPU: forward, loss, backward,
+    clipping, AdamW, after one step not counted. The number depends on the structure (layers, dropout, biases,
+    autocast), not on the sizes, so ``sizes`` may be shrunk to count in a second."""
+    set_batch = torch.Generator().manual_seed(0)
+    x, y = (torch.randint(0, vocab_size, (2, sizes.block_size), generator=set_batch) for _ in range(2))
+    model = build_model(kind, vocab_size, sizes, torch.device("cpu"))
+    optimizer = make_optimizer(model, config)
+    with gpu_precision(autocast):
+        train_step(model, optimizer, lm_loss, (x, y), config)
+        with OperatorCount() as count:
+            train_step(model, optimizer, lm_loss, (x, y), config)
+    return count
+
+
+def count_operators(sizes: GPTConfig, config: TrainConfig) -> dict[str, dict[str, int]]:
+    """``operators_per_step`` for both models, in float32 and in bfloat16 autocast, printed and returned."""
+    small = replace(sizes, d_model=64, n_heads=4, block_size=32)  # the same structure, counted in a second
+    counts: dict[str, dict[str, int]] = {}
+    for autocast in (False, True):
+        precision = "bfloat16 autocast" if autocast else "float32"
+        found = {kind: operators_per_step(kind, small, config, autocast=autocast) for kind in MODELS}
+        ours, theirs = (sum(found[kind].computing.values()) for kind in MODELS)
+        print(f"operators per training step, {precision}: {MODELS[0]} {ours}, {MODELS[1]} {theirs} "
+              f"(ratio {ours / theirs:.3f}); matrix products {found[MODELS[0]].computing['mm']} and "
+              f"{found[MODELS[1]].computing['mm']}")  # fmt: skip
+        counts[precision] = {kind: sum(c.computing.values()) for kind, c in found.items()}
+    return counts
 
 
 def main() -> None:
@@ -30,10 +87,15 @@ def main() -> None:
     parser.add_argument("--preset", choices=PRESETS, default=None, help="default: gpu on CUDA, else cpu")
     parser.add_argument("--steps", type=int, default=5, help="profiled steps per model, after 10 warm-up steps")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--count-only", action="store_true", help="only count the operators of one step (CPU)")
     args = parser.parse_args()
     device = torch.device(args.device) if args.device else get_device()
     recipe = PRESETS[args.preset or ("gpu" if device.type == "cuda" else "cpu")]
     sizes, config = recipe.model, recipe.training
+    counts = count_operators(PRESETS["gpu"].model, PRESETS["gpu"].training)
+    if args.count_only:
+        save({"torch": torch.__version__, "operators_per_step": counts}, "operators-gpt")
+        return
     text = load_tiny_shakespeare()
     tokenizer = CharTokenizer(text, specials=False)
     train_ids, _ = split_ids(text, tokenizer)
@@ -42,7 +104,8 @@ def main() -> None:
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    result: dict = {"device": str(device), "machine": machine(device), "torch": torch.__version__, "models": {}}
+    result: dict = {"device": str(device), "machine": machine(device), "torch": torch.__version__, "models": {},
+                    "operators_per_step": counts}  # fmt: skip
     for kind in MODELS:
         model = build_model(kind, tokenizer.vocab_size, sizes, device)
         optimizer = make_optimizer(model, config)

@@ -50,7 +50,13 @@ DATA_MIRROR = Setting(
 GPU_DRY_RUN = Setting(
     "COURSE_GPU_DRY_RUN",
     "1",
-    "the CPU takes the notebooks' GPU code paths (the GPU recipes, bfloat16 autocast), 3 training steps each, on 2 rows "
-    "of each batch",
+    "the CPU takes the notebooks' GPU code paths (the GPU recipes, autocast in COURSE_AMP_DTYPE, else bfloat16), 3 "
+    "training steps each, on 2 rows of each batch",
 )
-SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR, GPU_DRY_RUN)
+AMP_DTYPE = Setting(
+    "COURSE_AMP_DTYPE",
+    "bfloat16, float16",
+    "the dtype train computes in on a GPU (and in a GPU dry run); float16 (with a gradient scaler) is what a GPU without "
+    "bfloat16, such as Colab's T4, gets; unset: bfloat16 where the GPU has it, else float16",
+)
+SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR, GPU_DRY_RUN, AMP_DTYPE)

@@ -1,5 +1,7 @@
 """The GPT: causality, the key/value cache, sampling, size, and that it learns."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -96,3 +98,29 @@ def test_a_small_gpt_learns_a_repeating_sequence():
     losses = estimate_loss(model, {"pattern": pattern}, batch_size=8, iters=4)
     assert losses["pattern"] < 0.2
     assert model.generate(pattern[None, :10], 10, temperature=0.0)[0, 10:].tolist() == pattern[10:20].tolist()
+
+
+def _benchmark(name: str):
+    """A script of benchmarks/ imported as a module (they import each other by their file names)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    folder = str(Path(__file__).resolve().parent.parent / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bfloat16 autocast"])
+def test_a_training_step_runs_within_3_percent_of_the_operators_of_nanogpts_architecture(autocast):
+    """The CPU's proxy for a GPU's kernel launches: the ATen operators that compute in one training step (forward,
+    loss, backward, clipping, AdamW) of the GPU recipe's structure. Three separate query, key and value
+    projections would cost 36 more matrix products a step here; packed (packed_linear), only one copy per layer."""
+    profile = _benchmark("profile_gpt")
+    bench = _benchmark("bench_gpt")
+    sizes = replace(bench.PRESETS["gpu"].model, d_model=64, n_heads=4, block_size=32, n_layers=3)
+    config = bench.PRESETS["gpu"].training
+    ours, theirs = (profile.operators_per_step(kind, sizes, config, autocast=autocast) for kind in bench.MODELS)
+    assert ours.computing["mm"] == theirs.computing["mm"], (ours.computing["mm"], theirs.computing["mm"])
+    assert sum(ours.computing.values()) <= 1.03 * sum(theirs.computing.values()), (ours.computing, theirs.computing)

@@ -92,3 +92,26 @@ def test_peak_memory_counts_live_tensors_once():
     assert result == 2.0 and 8_000_000 <= peak < 8_100_000
     _, peak = peak_memory(one_at_a_time)
     assert 4_000_000 <= peak < 4_100_000  # freed before the next one
+
+
+def test_the_rotary_angles_are_computed_once_per_forward_not_once_per_layer():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Cosines(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Cosines.n += func.overloadpacket is torch.ops.aten.cos
+            return func(*args, **(kwargs or {}))
+
+    model = Llama(32, block_size=16, d_model=32, n_heads=4, n_kv_heads=2, n_layers=3)
+    idx = torch.randint(0, 32, (2, 10))
+    with Cosines():
+        model(idx)
+    assert Cosines.n == 1
+    # and a layer called alone still computes its own: the same output
+    block, x = model.blocks[0], torch.randn(2, 10, 32)
+    positions = torch.arange(10)
+    from course_utils.model.positional import rotary_angles
+
+    assert torch.equal(block(x), block(x, rotary=rotary_angles(positions, 8, block.self_attn.rope_theta)))

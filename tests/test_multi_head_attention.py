@@ -204,3 +204,79 @@ def test_the_name_table_is_read_the_same_both_ways():
     again = torch_state_dict(ours)
     assert again.keys() == state.keys()
     assert all(torch.equal(again[k], state[k]) for k in state)
+
+
+def _three_projections(mha, query, key, value):
+    """The module's function with w_q, w_k and w_v called one by one: the reference the packed product must equal."""
+    B, T_q, _ = query.shape
+    q, k, v = (w(x).view(B, x.size(1), mha.n_heads, mha.d_k).transpose(1, 2)
+               for w, x in ((mha.w_q, query), (mha.w_k, key), (mha.w_v, value)))  # fmt: skip
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, h, T_q, d_k)
+    return mha.w_o(out.transpose(1, 2).reshape(B, T_q, mha.d_model))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_self_attention_packed_into_one_product_equals_three_projections_values_and_gradients(bias):
+    from course_utils.model.attention import packed_linear
+
+    mha = MultiHeadAttention(16, 4, bias=bias)
+    twin = MultiHeadAttention(16, 4, bias=bias)
+    twin.load_state_dict(mha.state_dict())  # same names: the packed path keeps w_q, w_k, w_v
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    out, _ = mha(x, x, x, is_causal=True)
+    expected = _three_projections(twin, x2, x2, x2)
+    assert_close(out, expected)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    assert_close(x.grad, x2.grad)
+    for (name, p), q in zip(mha.named_parameters(), twin.parameters(), strict=True):
+        assert_close(p.grad, q.grad, msg=name)
+    q, k, v = packed_linear(x, mha.w_q, mha.w_k, mha.w_v)
+    assert_close(torch.cat([q, k, v], -1), torch.cat([mha.w_q(x), mha.w_k(x), mha.w_v(x)], -1))
+
+
+def _matrix_products(fn) -> int:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm)
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        fn()
+    return Count.n
+
+
+def test_self_attention_runs_two_matrix_products_and_cross_attention_three():
+    mha = MultiHeadAttention(16, 4, bias=False)
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    assert _matrix_products(lambda: mha(x, x, x, is_causal=True)) == 2  # Q, K, V in one; W^O
+    assert _matrix_products(lambda: mha(x, memory, memory)) == 3  # Q; K and V of the memory in one; W^O
+    assert _matrix_products(lambda: mha(x, memory, memory.clone())) == 4  # three tensors: three products
+
+
+def test_a_hooked_or_adapted_projection_is_still_called():
+    """A hook on w_q (a probe), or a layer that is not a plain nn.Linear (an adapter), must see its call: the packed
+    product would skip it."""
+
+    class Doubled(torch.nn.Linear):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    mha = MultiHeadAttention(16, 4)
+    x = torch.randn(2, 5, 16)
+    seen = []
+    handle = mha.w_q.register_forward_hook(lambda _m, _i, out: seen.append(out.shape))
+    mha(x, x, x)
+    handle.remove()
+    assert seen == [(2, 5, 16)]
+    plain, _ = mha(x, x, x)
+    doubled = Doubled(16, 16)
+    doubled.load_state_dict(mha.w_v.state_dict())
+    mha.w_v = doubled
+    adapted, _ = mha(x, x, x)
+    assert not torch.allclose(adapted, plain), "the adapter's forward must run"

@@ -22,6 +22,7 @@ from course_utils import (
     set_seed,
     train,
 )
+from course_utils.training import train_step
 
 
 @pytest.mark.slow
@@ -130,3 +131,82 @@ def test_eval_mode_restores_the_mode_even_when_the_block_raises():
         assert not model.training and not model[0].training
         raise ValueError
     assert model.training and model[0].training
+
+
+def _lm_loss(model, x, y):
+    return model(x, y)[1]
+
+
+def test_float16_autocast_with_a_gradient_scaler_trains(monkeypatch, capsys):
+    """The path of a GPU without bfloat16 (Colab's T4): float16 autocast, the loss scaled before backward and the
+    gradients unscaled before clipping. Taken on the CPU as a GPU dry run takes it; the loss falls, nothing overflows."""
+    from course_utils import GPT
+    from course_utils.training import loop
+
+    monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
+    monkeypatch.setenv("COURSE_AMP_DTYPE", "float16")
+    model = GPT(16, block_size=16, d_model=32, n_heads=4, n_layers=2, dropout=0.1, bias=False).train()
+    config = TrainConfig(steps=60, batch_size=8, lr=3e-3, warmup_steps=5, schedule="constant", label_smoothing=0.0)
+    optimizer = loop.make_optimizer(model, config)
+    x = torch.randint(0, 16, (8, 16), generator=torch.Generator().manual_seed(1))
+    y = x.flip(1)  # the reversed sequence: learnable, far from the start's loss of ln 16
+    seen: list[torch.dtype] = []
+    hook = model.blocks[0].feed_forward.w_1.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
+    losses = [float(train_step(model, optimizer, _lm_loss, (x, y), config)) for _ in range(60)]
+    hook.remove()
+    assert seen[0] == torch.float16, "the forward pass runs in float16 under autocast"
+    scaler = loop._SCALERS[optimizer]
+    assert scaler.is_enabled() and scaler.get_scale() > 1
+    assert all(math.isfinite(v) for v in losses)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert sum(losses[-5:]) / 5 < 0.6 * losses[0], losses
+    assert "float16 autocast with a gradient scaler" in capsys.readouterr().out
+
+
+def test_a_float16_step_whose_gradients_overflow_is_skipped_and_the_scale_lowered(monkeypatch):
+    from course_utils.training import loop
+
+    monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
+    monkeypatch.setenv("COURSE_AMP_DTYPE", "float16")
+    model = torch.nn.Linear(4, 1)
+    config = TrainConfig(steps=1, batch_size=2, lr=0.1, warmup_steps=0, schedule="constant", label_smoothing=0.0)
+    optimizer = loop.make_optimizer(model, config)
+    before = [p.detach().clone() for p in model.parameters()]
+    train_step(model, optimizer, lambda m, x: m(x).float().sum() * 1e38, (torch.ones(2, 4),), config)
+    for p, q in zip(model.parameters(), before, strict=True):
+        assert torch.equal(p, q), "an overflowing step must leave the weights as they were"
+    assert loop._SCALERS[optimizer].get_scale() < 2.0**16
+
+
+@pytest.mark.parametrize(
+    ("gpu", "capability", "bf16", "chosen", "expected", "line"),
+    [
+        ("NVIDIA A100", (8, 0), True, None, torch.bfloat16, ""),
+        ("Tesla T4", (7, 5), False, None, torch.float16, "float16 autocast with a gradient scaler: the Tesla T4 has"),
+        ("Tesla V100", (7, 0), False, "bfloat16", torch.float16, "the Tesla V100 has no native bfloat16"),
+        ("NVIDIA A100", (8, 0), True, "float16", torch.float16, "COURSE_AMP_DTYPE=float16"),
+        ("Tesla K80", (3, 7), False, None, None, "training in float32: the Tesla K80 (compute capability 3.7)"),
+    ],
+)
+def test_each_gpu_trains_in_the_dtype_it_computes_well_and_says_so_in_one_line(
+    monkeypatch, capsys, gpu, capability, bf16, chosen, expected, line
+):
+    from course_utils.training import loop
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda _device=None: gpu)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: bf16)
+    loop._say_once.cache_clear()
+    assert loop._cuda_autocast_dtype.__wrapped__(torch.device("cuda"), chosen) == expected
+    out = capsys.readouterr().out
+    assert (line in out) if line else out == ""
+    assert out.count("\n") <= 1
+
+
+def test_an_unknown_autocast_dtype_is_refused_with_the_values_it_takes(monkeypatch):
+    from course_utils.training import loop
+
+    monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
+    monkeypatch.setenv("COURSE_AMP_DTYPE", "fp8")
+    with pytest.raises(ValueError, match="COURSE_AMP_DTYPE must be one of bfloat16, float16"):
+        loop._autocast_dtype(torch.device("cpu"), amp=True)

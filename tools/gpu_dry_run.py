@@ -16,8 +16,12 @@ Then the benchmarks of ``make gpu-check`` run for one timed step on the CPU: the
 Lines that still run only on a real GPU: ``torch.cuda`` calls (``synchronize``, ``is_bf16_supported``), CUDA
 kernels, and ``torch.compile``'s GPU code generation.
 
+With ``--amp-dtype float16`` the notebooks train as on a GPU without bfloat16 (Colab's T4): float16 autocast with
+a gradient scaler (``COURSE_AMP_DTYPE=float16``).
+
     python tools/gpu_dry_run.py                      # every notebook, then the benchmarks
     python tools/gpu_dry_run.py 07 08 --no-benchmarks
+    python tools/gpu_dry_run.py 06 07 08 10 --amp-dtype float16 --no-benchmarks
 """
 
 from __future__ import annotations
@@ -96,14 +100,17 @@ def execute(
     return time.perf_counter() - start, errors, lines
 
 
-def run(path: Path, timeout: int, keep: Path | None = None) -> tuple[list[str], list[str], float]:
+def run(
+    path: Path, timeout: int, keep: Path | None = None, amp_dtype: str | None = None
+) -> tuple[list[str], list[str], float]:
     """Execute one notebook in dry-run mode: (errors, failed checks of trained figures, seconds)."""
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = soften(cell.source)
     nb.cells.insert(0, nbformat.v4.new_code_cell(PRELUDE))  # cell 0: the cells keep their numbers from 1
-    seconds, errors, lines = execute(nb, {**os.environ, **ENVIRONMENT}, timeout)
+    amp = {"COURSE_AMP_DTYPE": amp_dtype} if amp_dtype else {}
+    seconds, errors, lines = execute(nb, {**os.environ, **ENVIRONMENT, **amp}, timeout)
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, keep / path.name)
@@ -117,12 +124,15 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may take")
     parser.add_argument("--keep", type=Path, help="a folder to write the executed notebooks to, to read them")
     parser.add_argument("--no-benchmarks", action="store_true", help="only the notebooks")
+    parser.add_argument(
+        "--amp-dtype", choices=("bfloat16", "float16"), help="autocast dtype (default bfloat16; float16: a T4's path)"
+    )
     args = parser.parse_args()
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     paths = [p for p in paths if not args.only or any(p.stem.startswith(o) for o in args.only)]
     failures = 0
     for path in paths:
-        errors, expected, seconds = run(path, args.timeout, args.keep)
+        errors, expected, seconds = run(path, args.timeout, args.keep, args.amp_dtype)
         print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors, {len(expected)} trained-figure checks failed "
               "(expected after 3 steps)")  # fmt: skip
         for line in errors:
@@ -135,7 +145,8 @@ def main() -> int:
         if done.returncode:
             print("   ERROR", (done.stderr or done.stdout).strip().splitlines()[-1][:300])
             failures += 1
-    print("GPU dry run:", "no errors" if not failures else f"{failures} errors")
+    dtype = f" ({args.amp_dtype} autocast)" if args.amp_dtype else ""
+    print(f"GPU dry run{dtype}:", "no errors" if not failures else f"{failures} errors")
     return 1 if failures else 0
 
 

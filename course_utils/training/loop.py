@@ -9,6 +9,7 @@ import functools
 import math
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
-from ..settings import GPU_DRY_RUN, PROGRESS
+from ..settings import AMP_DTYPE, GPU_DRY_RUN, PROGRESS
 from ..utils import eval_mode, in_mode, synchronize
 
 __all__ = ["History", "TrainConfig", "lr_factor", "make_optimizer", "noam_lr", "train", "train_step"]
@@ -39,7 +40,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_clip: float | None = 1.0
     betas: tuple[float, float] = (0.9, 0.98)  # the paper's Adam settings
-    amp: bool = True  # on GPUs with native bfloat16, compute the forward pass in bfloat16 (autocast)
+    amp: bool = True  # on a GPU, the forward pass in bfloat16 (float16 with a gradient scaler where it lacks bfloat16)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -115,19 +116,69 @@ DRY_RUN_STEPS = 3  # a GPU dry run trains this many steps: enough to pass every 
 DRY_RUN_ROWS = 2
 
 
+_AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
 def _autocast_dtype(device: torch.device, amp: bool) -> torch.dtype | None:
-    """bfloat16 on GPUs that compute it natively (when ``amp``), else None: full precision. A GPU dry run
-    (``COURSE_GPU_DRY_RUN=1``) takes the bfloat16 path on the CPU too, so that it is exercised."""
-    if amp and device.type == "cpu" and GPU_DRY_RUN.is_on():
-        return torch.bfloat16
-    return _native_bf16(device) if amp else None
+    """The dtype the forward pass computes in under ``torch.autocast``, or None: full precision (float32).
+
+    On a GPU: bfloat16 where it computes it natively (Ampere and later); float16 on older GPUs with tensor cores
+    (Colab's T4, a V100), whose narrow range needs a gradient scaler (``train_step`` brings one); float32 below
+    that. ``COURSE_AMP_DTYPE`` chooses float16 or bfloat16 instead. A GPU dry run (``COURSE_GPU_DRY_RUN=1``) takes
+    the GPU's path on the CPU, in ``COURSE_AMP_DTYPE`` or else bfloat16. The CPU itself trains in float32.
+    Where a GPU runs other than in bfloat16, one line says so (once)."""
+    if not amp:
+        return None
+    if device.type == "cpu":
+        if not GPU_DRY_RUN.is_on():
+            return None
+        if _chosen() == "float16":
+            _say_once(f"training in float16 autocast with a gradient scaler: {AMP_DTYPE.name}=float16")
+        return _AMP_DTYPES[_chosen() or "bfloat16"]
+    if device.type == "cuda":
+        return _cuda_autocast_dtype(device, _chosen())
+    return None
+
+
+def _chosen() -> str | None:
+    chosen = AMP_DTYPE.value()
+    if chosen is not None and chosen not in _AMP_DTYPES:
+        raise ValueError(f"{AMP_DTYPE.name} must be one of {', '.join(_AMP_DTYPES)} or unset; got {chosen!r}")
+    return chosen
 
 
 @functools.cache
-def _native_bf16(device: torch.device) -> torch.dtype | None:
-    if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
+def _cuda_autocast_dtype(device: torch.device, chosen: str | None) -> torch.dtype | None:
+    name, (major, minor) = torch.cuda.get_device_name(device), torch.cuda.get_device_capability(device)
+    native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    if chosen == "float16" or (not native_bf16 and major >= 7):
+        why = f"{AMP_DTYPE.name}=float16" if chosen == "float16" else f"the {name} has no native bfloat16"
+        _say_once(f"training in float16 autocast with a gradient scaler: {why}")
+        return torch.float16
+    if native_bf16:
         return torch.bfloat16
+    _say_once(
+        f"training in float32: the {name} (compute capability {major}.{minor}) has neither bfloat16 nor fast float16"
+    )
     return None
+
+
+@functools.cache
+def _say_once(line: str) -> None:
+    print(line)
+
+
+# One gradient scaler per optimizer, kept as long as the optimizer lives: float16's largest value is 65,504 and its
+# smallest normal 6e-5, so small gradients would round to zero. The scaler multiplies the loss before backward (and
+# so every gradient), divides the gradients back before clipping and the update, and skips a step whose gradients
+# overflowed, lowering its factor (Micikevicius et al. 2018, "Mixed precision training"; torch.amp.GradScaler).
+_SCALERS: weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.amp.GradScaler] = weakref.WeakKeyDictionary()
+
+
+def _scaler(optimizer: torch.optim.Optimizer, device: torch.device) -> torch.amp.GradScaler:
+    if optimizer not in _SCALERS:
+        _SCALERS[optimizer] = torch.amp.GradScaler(device.type)
+    return _SCALERS[optimizer]
 
 
 def train_step(
@@ -140,17 +191,27 @@ def train_step(
     """One step: forward, loss, backward, gradient clipping, optimizer update. Returns the loss (detached).
 
     The model must already be in training mode (``model.train()``), as ``train`` puts it; the step does not
-    walk the model's modules.
+    walk the model's modules. In float16 autocast (a GPU without bfloat16) the backward pass and the update go
+    through the optimizer's gradient scaler, which skips a step whose gradients overflowed.
     """
     device = batch[0].device
     dtype = _autocast_dtype(device, config.amp)
     with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         loss = loss_fn(model, *batch)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    if dtype != torch.float16:
+        loss.backward()
+        if config.grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        return loss.detach()
+    scaler = _scaler(optimizer, device)
+    scaler.scale(loss).backward()  # the gradients of loss * scale: small ones stay above float16's smallest
+    scaler.unscale_(optimizer)  # divided back, so that clipping sees the true norm
     if config.grad_clip is not None:
         nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-    optimizer.step()
+    scaler.step(optimizer)  # skipped if a gradient is inf or NaN
+    scaler.update()  # a smaller scale after an overflow, a larger one after a run without
     return loss.detach()
 
 
@@ -176,6 +237,7 @@ def train(
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
     optimizer = make_optimizer(model, config)
+    _autocast_dtype(device, config.amp)  # where a GPU trains in float16 or float32, its one line comes before the bar
     steps = min(config.steps, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else config.steps
     history, losses, shown, evaluating = History(), [], {}, 0.0
     # A widget in notebooks; COURSE_PROGRESS=text gives a plain-text bar, whose last line stays readable
