@@ -8,13 +8,18 @@ Presets are the recipes notebook 07 trains (``course_utils.training.recipes``): 
 1. Step time: the course's ``GPT`` and ``ReferenceGPT`` (nanoGPT's architecture, ``nanogpt_reference.py``), the
    same sizes and initialisation, take the same batches in alternation in a plain loop: forward, loss, backward,
    gradient clipping, AdamW (``course_utils.training.loop.train_step``, with bf16 autocast on GPUs that support it).
-   Nothing is switched on for speed: the course's model runs its default forward. Median over ``--steps``.
+   Nothing is switched on for speed: the course's model runs its default forward. Every batch is on the device
+   before the timing starts; the order of the models is reversed every other step. Median over ``--steps``.
+   ``--aa`` adds a second, identical course GPT: the ratio of the two copies (ideally 1.00) is the harness's own
+   bias. ``--sdpa-backend`` runs attention on one kernel only (flash, cudnn, efficient, math), so that a GPU run can
+   tell the attention kernel's share apart.
 2. ``--to-loss``: the course's GPT alone, trained with the preset's recipe until the validation loss (mean over
    40 fixed batches, every ``--eval-every`` steps) reaches the target; training seconds exclude evaluation.
 
     python benchmarks/bench_gpt.py                                  # preset by device, step times
     python benchmarks/bench_gpt.py --preset cpu --to-loss 1.95
     python benchmarks/bench_gpt.py --preset gpu --to-loss 1.47 --compile
+    python benchmarks/bench_gpt.py --aa --sdpa-backend math        # the harness's bias; one attention kernel
 
 Results are printed and written as JSON to benchmarks/results/ (not committed); README.md records them.
 """
@@ -26,7 +31,7 @@ import time
 from dataclasses import asdict, replace
 
 import torch
-from common import alternated_step_times, machine, save
+from common import SDPA_BACKENDS, alternated_step_times, machine, save, sdpa_backend
 from nanogpt_reference import ReferenceGPT
 
 from course_utils import (
@@ -51,6 +56,18 @@ PRESETS = {"cpu": SHAKESPEARE_GPT_CPU, "gpu": SHAKESPEARE_GPT_GPU}
 
 
 MODELS = ("course_utils.GPT", "nanoGPT architecture")
+TWIN = "course_utils.GPT, A/A twin"  # --aa: the course's GPT once more, to measure the harness against itself
+
+
+def compiled(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``torch.compile(model)``; on a GPU without Triton (which compiles its kernels), one line and the model as it
+    is: eager."""
+    from torch.utils._triton import has_triton
+
+    if device.type == "cuda" and not has_triton():
+        print("torch.compile needs Triton on a GPU, and it is not installed (pip install triton): running eager")
+        return model
+    return torch.compile(model)
 
 
 def lm_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -60,7 +77,7 @@ def lm_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.T
 def build_model(kind: str, vocab_size: int, sizes: GPTConfig, device: torch.device) -> torch.nn.Module:
     """One of ``MODELS`` at ``sizes``, seeded, in training mode: the course's GPT or nanoGPT's architecture."""
     set_seed(0)
-    if kind == "course_utils.GPT":
+    if kind in ("course_utils.GPT", TWIN):
         return GPT(vocab_size, **asdict(sizes)).to(device).train()
     shape = (sizes.block_size, sizes.d_model, sizes.n_heads, sizes.n_layers, sizes.dropout)
     return ReferenceGPT(vocab_size, *shape).to(device).train()
@@ -79,6 +96,8 @@ def main() -> None:
     parser.add_argument(
         "--n-layers", type=int, default=None, help="override the preset's depth (nanoGPT's CPU size: 4)"
     )
+    parser.add_argument("--aa", action="store_true", help="time a second copy of the course's GPT too (A/A)")
+    parser.add_argument("--sdpa-backend", choices=SDPA_BACKENDS, default=None, help="attention on this kernel only")
     args = parser.parse_args()
 
     device = torch.device(args.device) if args.device else get_device()
@@ -96,18 +115,17 @@ def main() -> None:
     def build(kind: str) -> torch.nn.Module:
         return build_model(kind, tokenizer.vocab_size, sizes, device)
 
-    models = {kind: build(kind) for kind in MODELS}
+    models = {kind: build(kind) for kind in (*MODELS, TWIN) if kind != TWIN or args.aa}
     ours = models["course_utils.GPT"]
     n_params = count_parameters(ours) - ours.position_embed.weight.numel()
-    runners = {k: torch.compile(m) if args.compile else m for k, m in models.items()}
+    runners = {k: compiled(m, device) if args.compile else m for k, m in models.items()}
     optimizers = {k: make_optimizer(m, config) for k, m in models.items()}
     windows = random_windows(train_ids, sizes.block_size, config.batch_size, seed=0)
-    batches: list[tuple[torch.Tensor, ...]] = []
+    # every model sees batch i at step i; all are on the device before the clock starts
+    batches = [tuple(t.to(device) for t in next(windows)) for _ in range(args.warmup + args.steps)]
 
     def stepper(kind: str):
         def step(i: int) -> None:
-            if len(batches) <= i:  # both models see batch i
-                batches.append(tuple(t.to(device) for t in next(windows)))
             for group in optimizers[kind].param_groups:
                 group["lr"] = config.lr * lr_factor(i, config)
             train_step(runners[kind], optimizers[kind], lm_loss, batches[i], config)
@@ -115,7 +133,8 @@ def main() -> None:
         return step
 
     start = time.perf_counter()
-    seconds = alternated_step_times({k: stepper(k) for k in models}, device, args.steps, args.warmup)
+    with sdpa_backend(args.sdpa_backend):
+        seconds = alternated_step_times({k: stepper(k) for k in models}, device, args.steps, args.warmup)
     print(sizes)
     print(config)
     print(f"{n_params:,} parameters, batch {config.batch_size} x {sizes.block_size} on {device} ({machine(device)})")
@@ -124,16 +143,20 @@ def main() -> None:
         print(f"  {kind:22} median step {1000 * s:7.2f} ms = {tokens / s:,.0f} tokens/s")
     ratio = seconds["course_utils.GPT"] / seconds["nanoGPT architecture"]
     print(f"  ratio course_utils / nanoGPT architecture = {ratio:.3f} ({time.perf_counter() - start:.0f} s)")
+    aa = round(seconds["course_utils.GPT"] / seconds[TWIN], 3) if args.aa else None
+    if aa is not None:
+        print(f"  A/A: the course's GPT against its identical twin = {aa:.3f} (the harness's own bias; ideally 1.000)")
     result = {
         "device": str(device), "machine": machine(device), "torch": torch.__version__, "preset": preset,
         "parameters_without_positions": n_params, "batch": [config.batch_size, sizes.block_size],
-        "compile": args.compile, "ms_per_step": {k: round(1000 * s, 2) for k, s in seconds.items()},
-        "ratio": round(ratio, 3), "tokens_per_second": round(tokens / seconds["course_utils.GPT"]),
+        "compile": args.compile, "sdpa_backend": args.sdpa_backend,
+        "ms_per_step": {k: round(1000 * s, 2) for k, s in seconds.items()},
+        "ratio": round(ratio, 3), "aa_ratio": aa, "tokens_per_second": round(tokens / seconds["course_utils.GPT"]),
     }  # fmt: skip
 
     if args.to_loss is not None:  # a fresh model, trained alone with the recipe's schedule
         model = build("course_utils.GPT")
-        runner = torch.compile(model) if args.compile else model
+        runner = compiled(model, device) if args.compile else model
         optimizer = make_optimizer(model, config)
         windows = random_windows(train_ids, sizes.block_size, config.batch_size, seed=0)
         done, trained, evals = None, 0.0, []

@@ -47,6 +47,7 @@ from course_utils import (
     get_device,
     loss_curve,
     lr_factor,
+    packed_linear,
     padding_mask,
     record_attention,
     scaled_dot_product_attention,
@@ -271,6 +272,30 @@ torch.testing.assert_close(weights, expected_weights)
 print("✓ MyMultiHeadAttention == course_utils.MultiHeadAttention (both paths) == nn.MultiheadAttention (weights too)")
 
 # %% [markdown]
+# ### Three projections in one matrix product
+#
+# In self-attention, `w_q`, `w_k` and `w_v` all read the same `x`. Stack their weights into one
+# $3 d_{\text{model}} \times d_{\text{model}}$ matrix: entry $i$ of $x W^\top$ reads only row $i$ of $W$, so one
+# product computes all three projections, and cutting its output into three gives $Q$, $K$ and $V$ back. The maths is
+# unchanged; the computer runs one large matrix product instead of three small ones (and in the backward pass one
+# weight gradient instead of three), which counts on a GPU, where every operation costs a launch. That stacked
+# matrix is nanoGPT's `c_attn` and PyTorch's `in_proj_weight`. `course_utils.MultiHeadAttention` keeps the three
+# layers and their names, and computes them this way (`packed_linear`) whenever `query`, `key` and `value` are the
+# same tensor; in cross-attention it packs the keys and values of the memory.
+
+# %%
+x = torch.randn(B, T, d_model, generator=torch.Generator().manual_seed(2))  # one input: self-attention
+W = torch.cat([course.w_q.weight, course.w_k.weight, course.w_v.weight])  # (3 d_model, d_model): rows stacked
+b = torch.cat([course.w_q.bias, course.w_k.bias, course.w_v.bias])  # (3 d_model,)
+qkv = F.linear(x, W, b)  # (B, T, 3 d_model): one matrix product
+q, k, v = qkv.split(d_model, dim=-1)  # three (B, T, d_model)
+for got, layer in ((q, course.w_q), (k, course.w_k), (v, course.w_v)):
+    torch.testing.assert_close(got, layer(x))
+torch.testing.assert_close(torch.cat(packed_linear(x, course.w_q, course.w_k, course.w_v), dim=-1), qkv)
+print(f"W {tuple(W.shape)} -> x W^T + b {tuple(qkv.shape)} -> q, k, v {tuple(q.shape)} each, equal to w_q(x), w_k(x), "
+      "w_v(x)")  # fmt: skip
+
+# %% [markdown]
 # From here on, later chapters use `course_utils.MultiHeadAttention`. Its checks turn the easy mistakes
 # into clear messages:
 
@@ -439,8 +464,12 @@ assert loss.item() < first_loss, "the loss should fall"
 # - `grad_clip`: **gradient clipping**. If the gradient of all the parameters, seen as one long vector, is
 #   longer than `grad_clip`, it is scaled down to that length, so one unlucky batch cannot throw the weights far.
 # - `label_smoothing`: 0 here, the plain cross-entropy; chapter 06 explains the other values.
-# - `amp`: on a GPU that computes bfloat16 natively, the forward pass runs in bfloat16 under `torch.autocast`
-#   (less memory, usually faster); on a CPU it changes nothing.
+# - `amp`: on a GPU the forward pass runs in a 16-bit format under `torch.autocast` (less memory, usually faster):
+#   bfloat16 where the GPU computes it natively; on one without it, such as Colab's free T4, float16 with a
+#   **gradient scaler**, and `train` says so in one line. float16's range is narrow (its largest value is 65,504, its
+#   smallest normal one 6e-5), so the scaler multiplies the loss before the backward pass, which keeps small
+#   gradients from rounding to zero, divides the gradients back before clipping, and skips a step whose gradients
+#   overflowed. On a CPU `amp` changes nothing.
 #
 # The configuration of our run, and its learning-rate factor at a few steps:
 

@@ -270,7 +270,8 @@ assert count_parameters(separate) - count_parameters(shared) == 2 * V * recipe.m
 #
 # The shipped model took 72 minutes; here a small one (`MULTI30K_QUICK`, printed below) trains for 250 steps,
 # well under a minute on a CPU, long enough to watch it learn. (The shipped recipe is section 5's; the course has
-# not measured how long it takes on a GPU.)
+# not measured how long it takes on a GPU. On a GPU without bfloat16, such as Colab's free T4, `train` computes in
+# float16 with a gradient scaler, chapter 02's `amp`, and says so in one line.)
 
 # %% tags=["nbval-ignore-output"]
 live = MULTI30K_QUICK  # the same small run on every device: the text below describes it

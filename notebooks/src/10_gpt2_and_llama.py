@@ -615,7 +615,8 @@ assert rows[2048][2] < rows[2048][0]  # fused is faster at the longest context
 # 107 thousand parameters, trained for 200 steps each with the same data, batches and schedule: chapter 07's GPT
 # without biases, and the Llama-style model with 2 key/value heads for 4 query heads (it has no position table and
 # half the key/value weights; its untied head and a SwiGLU network of $d_\text{ff}$ = 192 take them back). Three
-# seeds each, validation loss at the end.
+# seeds each, validation loss at the end. (On a GPU they train in bfloat16, or, on one without it such as Colab's
+# free T4, in float16 with a gradient scaler, chapter 02's `amp`: a run there gives other figures than the CPU's.)
 
 # %% tags=["nbval-ignore-output"]
 text = load_tiny_shakespeare()
