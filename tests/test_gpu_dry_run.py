@@ -1,5 +1,6 @@
 """COURSE_GPU_DRY_RUN=1 makes the CPU take the notebooks' GPU code paths for a few steps (``make gpu-dry-run``)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -92,13 +93,29 @@ def test_the_gpu_report_renders_every_part_it_holds():
 def test_gpu_check_runs_end_to_end_at_toy_sizes_on_the_cpu(tmp_path):
     """`--smoke` takes every step of the GPU check on the CPU (data, training, decoding, BLEU, a benchmark, the
     report), so that a GPU session, rare and short, is not spent on a broken script."""
-    parts = ["--parts", "translator", "bench-transformer", "profile-gpt"]
+    parts = ["--parts", "translator", "bench-transformer", "profile-gpt", "bench-gpt-kernels"]
     command = [sys.executable, str(Path(gpu_check.__file__)), "--smoke", "--out", str(tmp_path), *parts]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = (tmp_path / "report.md").read_text()
     assert "MULTI30K_QUICK: 5 steps" in report and "## bench-transformer" in report
     assert "## Profile of a training step: course_utils.GPT" in report and "aten::mm" in report
+    assert "Attention on `math` only: course_utils.GPT" in report and "A/A" in report
+
+
+def test_the_gpu_report_names_each_section_slower_on_the_gpu_than_on_the_cpu():
+    sections = [["Setup", 9.0], ["4. Training", 30.0], ["5. Sampling", 0.1]]
+    report = {
+        "notebooks": [{"notebook": "07_gpt", "seconds": 90.0, "errors": [], "figures": [], "sections": sections}],
+        "notebooks-float16": [{"notebook": "07_gpt", "seconds": 95.0, "errors": ["cell 3: RuntimeError: x"],
+                               "figures": ["best validation loss: 1.5"]}],
+    }  # fmt: skip
+    text = gpu_check.markdown(report)
+    cpu = dict(json.loads((Path(gpu_check.ROOT) / "docs/lessons/run_times.json").read_text())["07_gpt"]["sections"])
+    assert f"| 07_gpt | Setup | {cpu['Setup']} | 9.0 |" in text
+    assert "5. Sampling" not in text.split("| notebook | section |")[1]
+    assert "float16" in text and "| 07_gpt | 95.0 | 1 | best validation loss: 1.5 |" in text
+    assert "- 07_gpt, cell 3: RuntimeError: x" in text
 
 
 def test_the_gpu_report_sets_the_gpt_beside_nanogpts_own_run():

@@ -4,10 +4,15 @@ Runs what only a GPU runs, times it, and writes one report, ``benchmarks/gpu/rep
 ``benchmarks/gpu/report.md`` (commit both; the README's GPU row and benchmarks/README.md quote them):
 
 - ``notebooks``: every notebook's complete edition executed on the GPU, as a student's Colab runs it (07 trains
-  SHAKESPEARE_GPT_GPU there), each timed, with the errors and the key figures it printed;
+  SHAKESPEARE_GPT_GPU there), each timed, section by section against the CPU's times (docs/lessons/run_times.json),
+  with the errors and the key figures it printed;
+- ``notebooks-float16``: the training chapters (06, 07, 08, 10) again in float16 autocast with a gradient scaler,
+  the path of a GPU without bfloat16 such as Colab's T4 (``COURSE_AMP_DTYPE=float16``);
 - ``translator``: chapter 08's full recipe, MULTI30K_TRANSLATOR, trained on the GPU, then its greedy test BLEU;
-- ``bench-gpt``: benchmarks/bench_gpt.py, the course's GPT against nanoGPT's model in the same loop, then to
-  validation loss 1.47; ``bench-gpt-compiled``: the same with ``torch.compile``;
+- ``bench-gpt``: benchmarks/bench_gpt.py, the course's GPT against nanoGPT's model in the same loop, with an A/A
+  twin (the harness's own bias), then to validation loss 1.47; ``bench-gpt-compiled``: the same with
+  ``torch.compile``; ``bench-gpt-kernels``: the step times on each attention kernel alone (flash, cuDNN, efficient,
+  math);
 - ``bench-transformer``: benchmarks/bench_transformer.py, the full model against nn.Transformer's layers;
 - ``nanogpt``: benchmarks/nanogpt_anchor.py, nanoGPT's own training on the same GPU (``--nanogpt``: a checkout of
   github.com/karpathy/nanoGPT; skipped without one), the anchor for bench-gpt's time to 1.47;
@@ -41,7 +46,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "gpu"
-PARTS = ("notebooks", "bench-gpt", "bench-transformer", "bench-gpt-compiled", "nanogpt", "profile-gpt", "translator")
+PARTS = ("notebooks", "bench-gpt", "bench-transformer", "bench-gpt-compiled", "nanogpt", "profile-gpt", "translator",
+         "bench-gpt-kernels", "notebooks-float16")  # fmt: skip
+SDPA_KERNELS = ("flash", "cudnn", "efficient", "math")
 # Printed lines worth keeping from each notebook: losses, accuracies, BLEU, which recipe ran.
 FIGURES = re.compile(r"validation loss|exact match|BLEU|this run uses|steps in|held-out", re.IGNORECASE)
 
@@ -65,33 +72,57 @@ def _cut(line: str, width: int = 200) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _notebook(path: Path, timeout: int) -> dict[str, Any]:
+def _notebook(path: Path, timeout: int, amp_dtype: str | None = None) -> dict[str, Any]:
     import nbformat  # imported here: the preflight runs before `make gpu-check` installs the wheels
     from gpu_dry_run import execute
+
+    sys.path.insert(0, str(ROOT / "notebooks"))
+    from build import section_times
 
     env = {**os.environ, "COURSE_PROGRESS": "text"}
     for name in ("COURSE_DEVICE", "COURSE_SKIP_TRAINING", "COURSE_GPU_DRY_RUN", "CUDA_VISIBLE_DEVICES"):
         env.pop(name, None)  # the GPU, training included, as in Colab
-    seconds, errors, lines = execute(nbformat.read(path, as_version=4), env, timeout)
+    if amp_dtype:
+        env["COURSE_AMP_DTYPE"] = amp_dtype
+    nb = nbformat.read(path, as_version=4)
+    seconds, errors, lines = execute(nb, env, timeout)
     figures = [_cut(line.strip()) for _, line in lines if FIGURES.search(line)]
     print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors", flush=True)
     for error in errors:
         print(f"   ERROR {error}", flush=True)
-    return {"notebook": path.stem, "seconds": round(seconds, 1), "errors": errors, "figures": figures}
+    sections = [[name, round(cells, 1)] for name, cells in section_times(nb)]
+    return {"notebook": path.stem, "seconds": round(seconds, 1), "errors": errors, "figures": figures,
+            "sections": sections}  # fmt: skip
 
 
-def notebooks(timeout: int, only: str = "", jobs: int = 1) -> list[dict[str, Any]]:
-    """Every complete edition executed on the GPU, ``jobs`` at a time (one kernel each), in chapter order."""
+def notebooks(
+    timeout: int, only: tuple[str, ...] = (), jobs: int = 1, amp_dtype: str | None = None
+) -> list[dict[str, Any]]:
+    """The complete editions (those whose names start with one of ``only``; default: every one) executed on the GPU,
+    ``jobs`` at a time (one kernel each), in chapter order."""
     from concurrent.futures import ProcessPoolExecutor
 
-    paths = sorted((ROOT / "notebooks").glob(f"{only}_*.ipynb" if only else "[0-9][0-9]_*.ipynb"))
+    paths = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if not only or p.stem.startswith(only))
     if jobs <= 1:
-        return [_notebook(path, timeout) for path in paths]
+        return [_notebook(path, timeout, amp_dtype) for path in paths]
     # The longest first, so the slowest chapters do not start last (07 trains the GPU recipe; 08-10 train too).
     order = sorted(paths, key=lambda p: p.stem[:2] not in ("07", "09", "08", "10"))
     with ProcessPoolExecutor(jobs) as pool:
-        done = dict(zip(order, pool.map(_notebook, order, [timeout] * len(order))))
+        done = dict(zip(order, pool.map(_notebook, order, [timeout] * len(order), [amp_dtype] * len(order))))
     return [done[path] for path in paths]
+
+
+def _slower_sections(report: dict[str, Any]) -> list[str]:
+    """Rows for each section that took longer on the GPU than in the CPU run of docs/lessons/run_times.json."""
+    cpu_path = ROOT / "docs" / "lessons" / "run_times.json"
+    cpu = json.loads(cpu_path.read_text()) if cpu_path.exists() else {}
+    rows = []
+    for r in report.get("notebooks", []):
+        on_cpu = dict(cpu.get(r["notebook"], {}).get("sections", []))
+        for name, gpu_seconds in r.get("sections", []):
+            if name in on_cpu and gpu_seconds > on_cpu[name] + 0.5:
+                rows.append(f"| {r['notebook']} | {name} | {on_cpu[name]} | {gpu_seconds} |")
+    return rows
 
 
 def translator(device: str, smoke: bool) -> dict[str, Any]:
@@ -173,6 +204,34 @@ def markdown(report: dict[str, Any]) -> str:
         errors = [(r["notebook"], e) for r in report["notebooks"] for e in r["errors"]]
         if errors:
             lines += ["Errors:", "", *(f"- {name}, {error}" for name, error in errors), ""]
+        slower = _slower_sections(report)
+        if slower:
+            lines += [
+                "Sections that took longer on the GPU than on the CPU (seconds of their cells; the CPU's from "
+                "docs/lessons/run_times.json):",
+                "",
+                "| notebook | section | CPU | GPU |",
+                "| --- | --- | --- | --- |",
+                *slower,
+                "",
+            ]
+    if "notebooks-float16" in report:
+        lines += [
+            "## The training chapters in float16 (the path of a GPU without bfloat16, such as a T4)",
+            "",
+            "`COURSE_AMP_DTYPE=float16`: float16 autocast with a gradient scaler, on this GPU.",
+            "",
+            "| notebook | seconds | errors | figures printed |",
+            "| --- | --- | --- | --- |",
+        ]
+        for r in report["notebooks-float16"]:
+            figures = r["figures"] if len(r["figures"]) <= 7 else [*r["figures"][:4], "…", *r["figures"][-2:]]
+            lines.append(f"| {r['notebook']} | {r['seconds']} | {len(r['errors'])} | {'<br>'.join(figures)} |")
+        lines += ["", *(f"- {r['notebook']}, {e}" for r in report["notebooks-float16"] for e in r["errors"]), ""]
+    for kernel, r in report.get("bench-gpt-kernels", {}).items():
+        ms = r.get("ms_per_step", {})
+        lines += [f"Attention on `{kernel}` only: " + ", ".join(f"{k} {v} ms" for k, v in ms.items())
+                  + f"; ratio {r.get('ratio')}, A/A {r.get('aa_ratio')}.", ""]  # fmt: skip
     if "translator" in report:
         t = report["translator"]
         lines += [
@@ -266,13 +325,22 @@ def main() -> int:
     device = "cpu" if args.smoke else "cuda"
     report["environment"] = environment(device)
     gpt_args = (
-        ("--preset", "cpu", "--steps", "2", "--warmup", "1") if args.smoke else ("--preset", "gpu", "--to-loss", "1.47")
+        ("--preset", "cpu", "--steps", "2", "--warmup", "1", "--aa")
+        if args.smoke
+        else ("--preset", "gpu", "--to-loss", "1.47", "--aa")
     )
     for part in args.parts:
         print(f"--- {part}", flush=True)
         if part == "notebooks":
-            report[part] = notebooks(args.timeout, only="0[12]" if args.smoke else "", jobs=args.jobs)
+            report[part] = notebooks(args.timeout, only=("01", "02") if args.smoke else (), jobs=args.jobs)
             report["notebook_jobs"] = args.jobs
+        elif part == "notebooks-float16":  # the path of a GPU without bfloat16 (a T4), on this GPU
+            training = ("02",) if args.smoke else ("06", "07", "08", "10")
+            report[part] = notebooks(args.timeout, only=training, jobs=args.jobs, amp_dtype="float16")
+        elif part == "bench-gpt-kernels":
+            steps = ("--preset", "cpu", "--steps", "2", "--warmup", "1") if args.smoke else ("--steps", "50")
+            kernels = ("math",) if args.smoke else SDPA_KERNELS
+            report[part] = {k: benchmark(device, "bench_gpt.py", *steps, "--aa", "--sdpa-backend", k) for k in kernels}
         elif part == "translator":
             report[part] = translator(device, args.smoke)
         elif part == "bench-gpt":
@@ -302,7 +370,7 @@ def main() -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=1))  # after each part: a later failure keeps what was measured
         (args.out / "report.md").write_text(markdown(report))
-    errors = sum(len(r["errors"]) for r in report.get("notebooks", []))
+    errors = sum(len(r["errors"]) for part in ("notebooks", "notebooks-float16") for r in report.get(part, []))
     print(f"report written to {path} and report.md; notebook errors: {errors}")
     return 1 if errors else 0
 
