@@ -119,6 +119,7 @@ def main() -> None:
     ours = models["course_utils.GPT"]
     n_params = count_parameters(ours) - ours.position_embed.weight.numel()
     runners = {k: compiled(m, device) if args.compile else m for k, m in models.items()}
+    was_compiled = any(runner is not models[k] for k, runner in runners.items())
     optimizers = {k: make_optimizer(m, config) for k, m in models.items()}
     windows = random_windows(train_ids, sizes.block_size, config.batch_size, seed=0)
     # every model sees batch i at step i; all are on the device before the clock starts
@@ -149,7 +150,7 @@ def main() -> None:
     result = {
         "device": str(device), "machine": machine(device), "torch": torch.__version__, "preset": preset,
         "parameters_without_positions": n_params, "batch": [config.batch_size, sizes.block_size],
-        "compile": args.compile, "sdpa_backend": args.sdpa_backend,
+        "compile": was_compiled, "sdpa_backend": args.sdpa_backend,
         "ms_per_step": {k: round(1000 * s, 2) for k, s in seconds.items()},
         "ratio": round(ratio, 3), "aa_ratio": aa, "tokens_per_second": round(tokens / seconds["course_utils.GPT"]),
     }  # fmt: skip

@@ -32,12 +32,13 @@ def alternated_step_times(
     steps: dict[str, Callable[[int], None]], device: torch.device, n: int, warmup: int
 ) -> dict[str, float]:
     """Median seconds of each named step function, called in turn so that every contender sees the same machine
-    load, the order reversed every other round (a, b, b, a, a, b, ...) so that none always runs first (right after
-    the other's work, or with its caches warm); ``warmup`` rounds are run first and not timed."""
+    load, the order rotated every round (a, b, c, then b, c, a, then c, a, b, ...) so that each runs first, and after
+    each other one, equally often (right after another's work, or with its own caches warm); ``warmup`` rounds are
+    run first and not timed."""
     times: dict[str, list[float]] = {name: [] for name in steps}
+    items = list(steps.items())
     for i in range(warmup + n):
-        order = list(steps.items()) if i % 2 == 0 else list(steps.items())[::-1]
-        for name, step in order:
+        for name, step in items[i % len(items) :] + items[: i % len(items)]:
             synchronize(device)
             start = time.perf_counter()
             step(i)

@@ -36,17 +36,19 @@ from course_utils.utils import synchronize
 
 @contextlib.contextmanager
 def gpu_precision(on: bool) -> Iterator[None]:
-    """Within the block (when ``on``), ``train_step`` computes in bfloat16 autocast on the CPU too, as on a GPU."""
-    before = os.environ.get("COURSE_GPU_DRY_RUN")
+    """Within the block, ``train_step`` computes in bfloat16 autocast on the CPU too, as on a GPU (when ``on``), or
+    in float32 (when not), whatever the environment says."""
+    names = ("COURSE_GPU_DRY_RUN", "COURSE_AMP_DTYPE")
+    before = {name: os.environ.pop(name, None) for name in names}
     if on:
         os.environ["COURSE_GPU_DRY_RUN"] = "1"
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("COURSE_GPU_DRY_RUN", None)
-        else:
-            os.environ["COURSE_GPU_DRY_RUN"] = before
+        for name, value in before.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
 
 
 def operators_per_step(
@@ -59,7 +61,7 @@ def operators_per_step(
     x, y = (torch.randint(0, vocab_size, (2, sizes.block_size), generator=set_batch) for _ in range(2))
     model = build_model(kind, vocab_size, sizes, torch.device("cpu"))
     optimizer = make_optimizer(model, config)
-    with gpu_precision(autocast):
+    with gpu_precision(on=autocast):
         train_step(model, optimizer, lm_loss, (x, y), config)
         with OperatorCount() as count:
             train_step(model, optimizer, lm_loss, (x, y), config)

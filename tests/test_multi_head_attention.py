@@ -257,6 +257,8 @@ def test_self_attention_runs_two_matrix_products_and_cross_attention_three():
     assert _matrix_products(lambda: mha(x, x, x, is_causal=True)) == 2  # Q, K, V in one; W^O
     assert _matrix_products(lambda: mha(x, memory, memory)) == 3  # Q; K and V of the memory in one; W^O
     assert _matrix_products(lambda: mha(x, memory, memory.clone())) == 4  # three tensors: three products
+    with torch.no_grad():  # generation: stacking the weights at every token would cost more than it saves
+        assert _matrix_products(lambda: mha(x, x, x, is_causal=True)) == 4
 
 
 def test_a_hooked_or_adapted_projection_is_still_called():

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from course_utils import PositionalEncoding, sinusoidal_encoding
+from course_utils import PositionalEncoding, apply_rotary, sinusoidal_encoding
 
 
 def reference(pos: int, dim: int, d_model: int) -> float:
@@ -56,3 +56,13 @@ def test_positional_encoding_errors_name_the_fix():
         layer(torch.randn(1, 4, 15))
     with pytest.raises(ValueError, match="positive ints"):
         sinusoidal_encoding(0, 16)
+
+
+def test_rotate_refuses_angles_for_another_length_instead_of_broadcasting_them():
+    from course_utils.model.positional import rotary_angles, rotate
+
+    x = torch.randn(2, 4, 6, 8)  # (B, h, T, d_k)
+    cos, sin = rotary_angles(torch.arange(1), 8)  # one position's angles, (1, 4): would broadcast over T = 6
+    with pytest.raises(ValueError, match=r"\(T, d_k/2\) = \(6, 4\)"):
+        rotate(x, cos, sin)
+    assert torch.equal(rotate(x, *rotary_angles(torch.arange(6), 8)), apply_rotary(x, torch.arange(6)))

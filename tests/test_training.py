@@ -183,7 +183,7 @@ def test_a_float16_step_whose_gradients_overflow_is_skipped_and_the_scale_lowere
     [
         ("NVIDIA A100", (8, 0), True, None, torch.bfloat16, ""),
         ("Tesla T4", (7, 5), False, None, torch.float16, "float16 autocast with a gradient scaler: the Tesla T4 has"),
-        ("Tesla V100", (7, 0), False, "bfloat16", torch.float16, "the Tesla V100 has no native bfloat16"),
+        ("Tesla V100", (7, 0), False, "bfloat16", torch.bfloat16, "the Tesla V100 emulates it, slower than float16"),
         ("NVIDIA A100", (8, 0), True, "float16", torch.float16, "COURSE_AMP_DTYPE=float16"),
         ("Tesla K80", (3, 7), False, None, None, "training in float32: the Tesla K80 (compute capability 3.7)"),
     ],

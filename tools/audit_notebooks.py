@@ -73,7 +73,7 @@ TAUGHT_IN = {
     ],
     "02": [
         "MultiHeadAttention", "record_attention", "attention_grid", "count_parameters", "train", "TrainConfig",
-        "History", "loss_curve", "lr_factor",
+        "History", "loss_curve", "lr_factor", "packed_linear",
     ],
     "03": [
         "PositionalEncoding", "sinusoidal_encoding", "positional_encoding_heatmap", "positional_encoding_chart",

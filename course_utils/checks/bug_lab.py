@@ -80,7 +80,7 @@ class _Attention(MultiHeadAttention):
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
-        return x.view(B, self.n_heads, T, self.d_k)
+        return x.reshape(B, self.n_heads, T, self.d_k)
 
 
 class _Classifier(_EmbeddedEncoder):

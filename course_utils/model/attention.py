@@ -110,18 +110,24 @@ def scaled_dot_product_attention(
 
 
 def packed_linear(x: Tensor, *layers: nn.Module) -> tuple[Tensor, ...]:
-    r"""``tuple(layer(x) for layer in layers)``, computed as one matrix product where it can be: the layers' weights
+    r"""``tuple(layer(x) for layer in layers)``, computed as one matrix product while training: the layers' weights
     stacked into one ``(sum of d_out, d_in)`` matrix (and their biases into one vector), the result split after.
 
-    Row i of ``x W^T`` only ever reads row i of ``W``, so stacking the weights changes no value: it is the same
-    function in one kernel instead of three (and, in the backward pass, one weight-gradient product instead of
-    three), as nanoGPT's ``c_attn`` and PyTorch's ``in_proj_weight`` compute queries, keys and values. The
-    parameters stay three layers, under their own names. Layers that are not plain ``nn.Linear`` (a subclass, an
-    adapter), or that a hook watches, are called one by one, so that what they add still happens.
+    Output feature j of ``x W^T + b`` is the dot product of ``x`` with row j of ``W`` (plus ``b_j``): the first
+    layer's features come from its own rows, the next layer's from its rows, and so on, so stacking the weights
+    changes no value. It is the same function with one matrix product instead of three in the forward pass and, in
+    the backward pass, one weight-gradient product instead of three: what nanoGPT's ``c_attn`` and PyTorch's
+    ``in_proj_weight`` compute for queries, keys and values. The parameters stay three layers under their own names.
+
+    Without gradients (generation, one token at a time) the stacking would copy the weights at every call for a
+    product too small to gain from it, so the layers run one by one; so do layers that are not plain ``nn.Linear`` (a
+    subclass, an adapter), whose ``forward`` was replaced or that a hook watches, so that what they add still
+    happens, and layers whose weights differ in dtype or device, or of which only some have a bias.
     """
     linears = [layer for layer in layers if _plain_linear(layer)]
     biases: list[Tensor] = [layer.bias for layer in linears if layer.bias is not None]
-    if len(linears) < len(layers) or len(biases) not in (0, len(linears)):  # hooked, adapted, or mixed biases
+    alike = len({(layer.weight.dtype, layer.weight.device) for layer in linears}) == 1
+    if not torch.is_grad_enabled() or len(linears) < len(layers) or not alike or len(biases) not in (0, len(linears)):
         return tuple(layer(x) for layer in layers)
     weight = torch.cat([layer.weight for layer in linears])  # (sum of d_out, d_in): the weights stacked
     bias = torch.cat(biases) if biases else None  # (sum of d_out,)
@@ -129,7 +135,8 @@ def packed_linear(x: Tensor, *layers: nn.Module) -> tuple[Tensor, ...]:
 
 
 def _plain_linear(layer: nn.Module) -> TypeGuard[nn.Linear]:
-    """An ``nn.Linear`` itself (not a subclass) that no hook of its own or of every module watches."""
+    """An ``nn.Linear`` itself (not a subclass), with its own ``forward``, that no hook of its own or of every module
+    watches."""
     hooks = (
         layer._forward_hooks,  # pyright: ignore[reportPrivateUsage]
         layer._forward_pre_hooks,  # pyright: ignore[reportPrivateUsage]
@@ -140,7 +147,7 @@ def _plain_linear(layer: nn.Module) -> TypeGuard[nn.Linear]:
         _module_hooks._global_backward_hooks,  # pyright: ignore[reportPrivateUsage]
         _module_hooks._global_backward_pre_hooks,  # pyright: ignore[reportPrivateUsage]
     )
-    return type(layer) is nn.Linear and not any(hooks)
+    return type(layer) is nn.Linear and "forward" not in vars(layer) and not any(hooks)
 
 
 def _divisibility_error(d_model: int, n_heads: int) -> ValueError:
@@ -231,7 +238,8 @@ class MultiHeadAttention(nn.Module):
 
     The h per-head projections are stored as one ``nn.Linear(d_model, d_model)`` each for Q, K and
     V (``w_q``, ``w_k``, ``w_v``) whose outputs are split into heads; ``w_o`` is W^O. Where query, key and value
-    are one tensor (self-attention), the three run as one matrix product (``packed_linear``), the same function.
+    are one tensor (self-attention) and gradients are on, the three run as one matrix product (``packed_linear``),
+    the same function.
 
     ``forward(query (B, T_q, d_model), key (B, T_k, d_model), value (B, T_k, d_model), mask)`` returns
     ``(output, weights)`` as ``nn.MultiheadAttention`` does: output ``(B, T_q, d_model)``, and the per-head
@@ -299,8 +307,9 @@ class MultiHeadAttention(nn.Module):
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None) -> tuple[Tensor, ...]:
         """Queries, keys and values split into heads, ``(B, h, T, d_k)`` each; keys and values taken from or added
-        to ``cache``. Where the inputs are one tensor, one matrix product computes what ``w_q``, ``w_k``, ``w_v``
-        would (``packed_linear``), as ``nn.MultiheadAttention`` does: the same function, fewer kernels."""
+        to ``cache``. Where the inputs are one tensor (``query is key is value``), one matrix product computes what
+        ``w_q``, ``w_k``, ``w_v`` would (``packed_linear``), as ``nn.MultiheadAttention`` does: the same function,
+        fewer operations."""
         stored = cache.lookup(key) if cache is not None and cache.static else None
         if stored is not None:  # cross-attention after the first step: the memory's keys and values, kept
             return self._split_heads(self.w_q(query)), *stored

@@ -104,7 +104,6 @@ class Llama(CausalLM):
         self.vocab_size, self.block_size = vocab_size, block_size
         self.token_embed = nn.Embedding(vocab_size, d_model)
         self.dropout = nn.Dropout(dropout)
-        self.d_k, self.rope_theta = d_model // n_heads, rope_theta  # for the rotary angles (layer_inputs)
         d_ff = d_ff or swiglu_hidden_size(d_model)
         self.blocks = nn.ModuleList(
             LlamaBlock(d_model, n_heads, n_kv_heads, d_ff, rope_theta, norm_eps, dropout) for _ in range(n_layers)
@@ -123,6 +122,8 @@ class Llama(CausalLM):
         return self.dropout(self.token_embed(idx))  # (B, T, d_model): positions enter inside attention
 
     def layer_inputs(self, idx: Tensor, past: int) -> dict[str, Any]:
-        """The rotary angles of positions ``past ... past + T - 1``, once for every block (not once per layer)."""
+        """The rotary angles of positions ``past ... past + T - 1``, once for every block (not once per layer), with
+        the head size and ``rope_theta`` of the blocks' attention (the same in every block)."""
+        attention: GroupedQueryAttention = self.blocks[0].self_attn  # type: ignore[assignment]
         positions = torch.arange(past, past + idx.size(1), device=idx.device)  # (T,)
-        return {"rotary": rotary_angles(positions, self.d_k, self.rope_theta)}  # cos, sin: (T, d_k/2) each
+        return {"rotary": rotary_angles(positions, attention.d_k, attention.rope_theta)}  # cos, sin: (T, d_k/2) each

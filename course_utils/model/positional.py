@@ -103,8 +103,13 @@ def rotary_angles(positions: Tensor, d_k: int, theta: float = 10000.0) -> tuple[
 def rotate(x: Tensor, cos: Tensor, sin: Tensor, pairing: str = "halves") -> Tensor:
     """``x`` ``(..., T, d_k)`` with each pair of dimensions turned by the angles whose ``cos`` and ``sin``
     ``(T, d_k/2)`` are given (``rotary_angles``): ``apply_rotary`` once the angles are known."""
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # rounded to x's dtype, as Llama does
     d_k = x.size(-1)
+    if cos.shape != (x.size(-2), d_k // 2) or sin.shape != cos.shape:
+        raise ValueError(
+            f"cos and sin must have shape (T, d_k/2) = ({x.size(-2)}, {d_k // 2}) for x {tuple(x.shape)}; got "
+            f"{tuple(cos.shape)} and {tuple(sin.shape)} (rotary_angles(positions, d_k) gives them)"
+        )
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # rounded to x's dtype, as Llama does
     if pairing == "halves":
         first, second = x[..., : d_k // 2], x[..., d_k // 2 :]  # (..., T, d_k/2) each: pair i = (i, i + d_k/2)
     else:

@@ -149,8 +149,14 @@ def _chosen() -> str | None:
 
 @functools.cache
 def _cuda_autocast_dtype(device: torch.device, chosen: str | None) -> torch.dtype | None:
+    # is_bf16_supported asks the current CUDA device: with several GPUs of different kinds, train on the current one
     name, (major, minor) = torch.cuda.get_device_name(device), torch.cuda.get_device_capability(device)
     native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    if chosen == "bfloat16" and not native_bf16:
+        _say_once(
+            f"training in bfloat16 autocast, as {AMP_DTYPE.name} asks: the {name} emulates it, slower than float16"
+        )
+        return torch.bfloat16
     if chosen == "float16" or (not native_bf16 and major >= 7):
         why = f"{AMP_DTYPE.name}=float16" if chosen == "float16" else f"the {name} has no native bfloat16"
         _say_once(f"training in float16 autocast with a gradient scaler: {why}")

@@ -261,7 +261,7 @@ fig
 # It shows a progress bar, records a `History`, and leaves the model in the mode it found it in. Two of its choices
 # are there for speed: AdamW's fused kernel (one kernel updates all the parameters), and, on GPUs that compute
 # bfloat16 natively, the forward pass in bfloat16 (`amp=True`, chapter 02); on a GPU without it, such as Colab's free
-# T4, in float16 with a gradient scaler, and one line above the progress bar says so. On a CPU, as in the run saved here,
+# T4, in float16 with a gradient scaler, and one line before the progress bar says so. On a CPU, as in the run saved here,
 # everything is computed in float32. With `SKIP_TRAINING` (setup cell) the cell loads the weights this very recipe
 # produced in a run of its own (`tools/build_checkpoints.py`), and the rest of the notebook runs unchanged; the figures
 # of that run differ a little from those saved here, as another processor's would (section 6 says why).

@@ -218,10 +218,10 @@ print(textwrap.dedent(inspect.getsource(GPTBlock.forward)))
 # - `lr`, `warmup_steps`, `schedule="cosine"`: as in chapter 02, a linear warm-up, then a cosine decay to a tenth
 #   of the peak. The peak is nanoGPT's $10^{-3}$ on the GPU; on the CPU $4 \times 10^{-3}$, which so small a
 #   model tolerates and which gets it further in a minute (`benchmarks/README.md` lists the rates tried);
-# - `grad_clip` and `amp` as in chapter 02 (`amp` runs the forward pass in bfloat16 on GPUs that support it, in
-#   float16 with a gradient scaler on those that do not, such as Colab's free T4, where one line under the cell
-#   says so, and changes nothing on a CPU); no label smoothing (`label_smoothing=0.0`, chapter 06). The course has
-#   not yet timed this recipe on a T4.
+# - `grad_clip` and `amp` as in chapter 02 (`amp` runs the forward pass in bfloat16 on GPUs that compute it
+#   natively, in float16 with a gradient scaler on those that do not, such as Colab's free T4, where one line before
+#   the progress bar says so, and changes nothing on a CPU); no label smoothing (`label_smoothing=0.0`, chapter 06).
+#   The course has not yet timed this recipe on a T4.
 #
 # Which recipe runs: `gpu_branch(device)` is true on a GPU, and the notebook then trains `SHAKESPEARE_GPT_GPU`. (It is
 # also true when the environment sets `COURSE_GPU_DRY_RUN=1`: then a CPU takes the GPU's code paths for 3 training
