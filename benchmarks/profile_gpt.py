@@ -7,9 +7,10 @@ JSON to benchmarks/results/. Where a small model's step is bound by launching ke
 the launch count tells more than the kernels' times.
 
 First, on any machine, it counts the operators one training step runs (``operators_per_step``: every ATen operator
-that computes, each a kernel launch on a GPU; views apart), in float32 and in bfloat16 autocast as on a GPU, for the
-GPU preset's structure: the CPU's proxy for kernel launches, the same on every processor. tests/test_gpt.py holds
-the course's GPT within 3% of nanoGPT's architecture by it.
+that computes, each a kernel launch on a GPU; views apart), in float32 and in bfloat16 autocast as on a GPU, and
+those of the graphs ``torch.compile`` traces (``compiled_operators``), for the GPU preset's structure: the CPU's
+proxy for kernel launches, the same on every processor. tests/test_gpt.py holds the course's GPT within 3% of
+nanoGPT's architecture by both.
 
     python benchmarks/profile_gpt.py --device cuda           # the GPU preset
     python benchmarks/profile_gpt.py --preset cpu --steps 2  # the script itself, on a CPU
@@ -19,6 +20,7 @@ the course's GPT within 3% of nanoGPT's architecture by it.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import os
 from collections.abc import Iterator
@@ -68,8 +70,38 @@ def operators_per_step(
     return count
 
 
+def compiled_operators(kind: str, sizes: GPTConfig, vocab_size: int = 65) -> collections.Counter[str]:
+    """The operators that compute in the forward and backward graphs ``torch.compile`` traces for one loss and its
+    backward pass of ``kind``, in bfloat16 autocast (AOTAutograd's graphs, before Inductor fuses their pointwise
+    operators; views apart): what a compiled step runs on a GPU, bar the fusion."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    count: collections.Counter[str] = collections.Counter()
+
+    def counting(graph: torch.fx.GraphModule, _inputs: object) -> object:
+        for node in graph.graph.nodes:
+            target = node.target
+            if node.op == "call_function" and isinstance(target, torch._ops.OpOverload) and not target.is_view:
+                count[target.overloadpacket.__name__] += 1
+        return make_boxed_func(graph.forward)
+
+    torch._dynamo.reset()
+    model = build_model(kind, vocab_size, sizes, torch.device("cpu"))
+    compiled = torch.compile(model, backend=aot_autograd(fw_compiler=counting, bw_compiler=counting))
+    x, y = (
+        torch.randint(0, vocab_size, (2, sizes.block_size), generator=torch.Generator().manual_seed(i)) for i in (0, 1)
+    )
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = lm_loss(compiled, x, y)
+    loss.backward()
+    torch._dynamo.reset()
+    return count
+
+
 def count_operators(sizes: GPTConfig, config: TrainConfig) -> dict[str, dict[str, int]]:
-    """``operators_per_step`` for both models, in float32 and in bfloat16 autocast, printed and returned."""
+    """``operators_per_step`` for both models, in float32 and in bfloat16 autocast, and ``compiled_operators``,
+    printed and returned."""
     small = replace(sizes, d_model=64, n_heads=4, block_size=32)  # the same structure, counted in a second
     counts: dict[str, dict[str, int]] = {}
     for autocast in (False, True):
@@ -80,6 +112,12 @@ def count_operators(sizes: GPTConfig, config: TrainConfig) -> dict[str, dict[str
               f"(ratio {ours / theirs:.3f}); matrix products {found[MODELS[0]].computing['mm']} and "
               f"{found[MODELS[1]].computing['mm']}")  # fmt: skip
         counts[precision] = {kind: sum(c.computing.values()) for kind, c in found.items()}
+    graphs = {kind: compiled_operators(kind, small) for kind in MODELS}
+    ours, theirs = (sum(graphs[kind].values()) for kind in MODELS)
+    print(f"operators in the compiled graphs of a loss and its backward pass, bfloat16: {MODELS[0]} {ours}, "
+          f"{MODELS[1]} {theirs} (ratio {ours / theirs:.3f}); matrix products {graphs[MODELS[0]]['mm']} and "
+          f"{graphs[MODELS[1]]['mm']}")  # fmt: skip
+    counts["compiled graphs, bfloat16"] = {kind: sum(c.values()) for kind, c in graphs.items()}
     return counts
 
 

@@ -124,3 +124,13 @@ def test_a_training_step_runs_within_3_percent_of_the_operators_of_nanogpts_arch
     ours, theirs = (profile.operators_per_step(kind, sizes, config, autocast=autocast) for kind in bench.MODELS)
     assert ours.computing["mm"] == theirs.computing["mm"], (ours.computing["mm"], theirs.computing["mm"])
     assert sum(ours.computing.values()) <= 1.03 * sum(theirs.computing.values()), (ours.computing, theirs.computing)
+
+
+def test_the_compiled_graphs_of_a_step_hold_within_3_percent_of_nanogpts_operators_too():
+    """What torch.compile traces (forward and backward graphs, before Inductor fuses them), bfloat16 autocast."""
+    profile = _benchmark("profile_gpt")
+    bench = _benchmark("bench_gpt")
+    sizes = replace(bench.PRESETS["gpu"].model, d_model=64, n_heads=4, block_size=32, n_layers=3)
+    ours, theirs = (profile.compiled_operators(kind, sizes) for kind in bench.MODELS)
+    assert ours["mm"] == theirs["mm"] > 0
+    assert sum(ours.values()) <= 1.03 * sum(theirs.values()), (ours, theirs)
