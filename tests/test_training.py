@@ -210,3 +210,17 @@ def test_an_unknown_autocast_dtype_is_refused_with_the_values_it_takes(monkeypat
     monkeypatch.setenv("COURSE_AMP_DTYPE", "fp8")
     with pytest.raises(ValueError, match="COURSE_AMP_DTYPE must be one of bfloat16, float16"):
         loop._autocast_dtype(torch.device("cpu"), amp=True)
+
+
+def test_batches_go_to_a_gpu_from_pinned_memory_without_waiting(monkeypatch):
+    """A copy from ordinary (pageable) memory waits for the GPU's queue to empty; from pinned memory it does not."""
+    from course_utils.training import loop
+
+    calls = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append("pin") or self)
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *a, **k: calls.append(("to", *a, k)) or self)
+    loop._to_device(torch.zeros(2), torch.device("cuda"))
+    assert calls == ["pin", ("to", torch.device("cuda"), {"non_blocking": True})]
+    calls.clear()
+    loop._to_device(torch.zeros(2), torch.device("cpu"))
+    assert calls == [("to", torch.device("cpu"), {"non_blocking": True})], "nothing to pin for the CPU"

@@ -221,6 +221,15 @@ def train_step(
     return loss.detach()
 
 
+def _to_device(t: Tensor, device: torch.device) -> Tensor:
+    """``t`` on ``device``. To a GPU from pinned (page-locked) memory, as nanoGPT's ``get_batch`` does: a copy from
+    ordinary memory first waits for every kernel already queued to finish, so the CPU could not queue the next
+    step's kernels while the GPU runs this one's; from pinned memory the copy joins the queue and nothing waits."""
+    if device.type == "cuda" and t.device.type == "cpu":
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)
+
+
 def train(
     model: nn.Module,
     batches: Iterator[tuple[Tensor, ...]],
@@ -256,7 +265,7 @@ def train(
             lr = config.lr * lr_factor(step, config)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            batch = tuple(t.to(device, non_blocking=True) for t in next(batches))
+            batch = tuple(_to_device(t, device) for t in next(batches))
             if GPU_DRY_RUN.is_on():
                 batch = tuple(t[:DRY_RUN_ROWS] for t in batch)
             loss = train_step(model, optimizer, loss_fn, batch, config)
