@@ -178,24 +178,24 @@ class RenamedOutput(MultiHeadAttention):
 def test_renaming_a_submodule_takes_one_edit_of_the_name_table(monkeypatch):
     """Our names and PyTorch's live in one table, read both ways: with ``w_o`` renamed, editing its entry is enough
     for ``from_torch`` (PyTorch's weights into ours) and ``torch_state_dict`` (ours into PyTorch's)."""
-    from course_utils.model import torch_names
+    from course_utils.model import convert_torch
 
     theirs = nn.MultiheadAttention(16, 4, batch_first=True).eval()
     with pytest.raises(RuntimeError, match="w_out"):  # before the edit the weights find no home
         RenamedOutput.from_torch(theirs)
-    renamed = [("w_out", b) if a == "w_o" else (a, b) for a, b in torch_names.NAMES]
-    monkeypatch.setattr(torch_names, "NAMES", renamed)  # the one edit
+    renamed = [("w_out", b) if a == "w_o" else (a, b) for a, b in convert_torch.NAMES]
+    monkeypatch.setattr(convert_torch, "NAMES", renamed)  # the one edit
 
     ours = RenamedOutput.from_torch(theirs).eval()  # PyTorch -> ours
     x = torch.randn(2, 5, 16)
     assert_close(ours(x, x, x)[0], theirs(x, x, x)[0])
     back = nn.MultiheadAttention(16, 4, batch_first=True).eval()
-    back.load_state_dict(torch_names.torch_state_dict(ours.state_dict()))  # ours -> PyTorch, strictly
+    back.load_state_dict(convert_torch.torch_state_dict(ours.state_dict()))  # ours -> PyTorch, strictly
     assert_close(back(x, x, x)[0], theirs(x, x, x)[0])
 
 
 def test_the_name_table_is_read_the_same_both_ways():
-    from course_utils.model.torch_names import course_state_dict, torch_state_dict
+    from course_utils.model.convert_torch import course_state_dict, torch_state_dict
 
     layer = nn.TransformerDecoderLayer(16, 4, 32, batch_first=True)
     state = layer.state_dict()

@@ -125,7 +125,7 @@ def _gpt2_pair(n_embd: int = 24, seed: int = 0) -> tuple[Any, Any]:
         import transformers  # pyright: ignore[reportMissingTypeStubs]
     except ImportError:
         raise NotYet("this check needs Hugging Face transformers: pip install transformers") from None
-    from ..model.hf_names import from_hf
+    from ..model.convert_hf import from_hf
 
     torch.manual_seed(seed)
     config = transformers.GPT2Config(

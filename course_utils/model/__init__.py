@@ -10,10 +10,11 @@ Imports only ``torch`` and ``course_utils.utils``: the model knows nothing of da
 - ``layers``: ``LayerNorm``, ``FeedForward``, ``RMSNorm``, ``SwiGLU``
 - ``encoder``, ``decoder``: the layers and their stacks (``DecoderCache`` for incremental decoding)
 - ``transformer``: the encoder-decoder ``Transformer`` and its ``TransformerConfig``
-- ``gpt``: ``GPT``, ``GPTBlock``, ``GPTConfig``, and ``CausalLM`` (generation, shared with ``Llama``)
+- ``causal_lm``: ``CausalLM``, what ``GPT`` and ``Llama`` share: the forward pass around the blocks, and ``generate``
+- ``gpt``: ``GPT``, ``GPTBlock``, ``GPTConfig``
 - ``llama``: ``Llama``, ``LlamaBlock``, ``LlamaConfig``: the GPT with RMSNorm, rotary positions, GQA and SwiGLU
-- ``torch_names``: the one table between our parameter names and PyTorch's (every ``from_torch`` uses it)
-- ``hf_names``: ``from_hf``, GPT-2's and Llama's name tables (Hugging Face ``transformers`` models into ours)
+- ``convert_torch``: the one table between our parameter names and PyTorch's (every ``from_torch`` uses it)
+- ``convert_hf``: ``from_hf``, GPT-2's and Llama's name tables (Hugging Face ``transformers`` models into ours)
 - ``torch_reference``: ``TorchTransformer``, our ``Transformer`` with ``nn.TransformerEncoder``/``Decoder`` inside
 """
 
@@ -26,10 +27,11 @@ from .attention import (
     record_attention,
     scaled_dot_product_attention,
 )
+from .causal_lm import CausalLM
+from .convert_hf import GPT2_NAMES, GPT2_PACKED, LLAMA_NAMES, from_hf, from_hf_state
 from .decoder import Decoder, DecoderCache, DecoderLayer
 from .encoder import Encoder, EncoderLayer
-from .gpt import GPT, CausalLM, GPTBlock, GPTConfig
-from .hf_names import GPT2_NAMES, GPT2_PACKED, LLAMA_NAMES, from_hf, from_hf_state
+from .gpt import GPT, GPTBlock, GPTConfig
 from .layers import FeedForward, LayerNorm, RMSNorm, SwiGLU
 from .llama import Llama, LlamaBlock, LlamaConfig
 from .masks import causal_mask, padding_mask, target_mask

@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.modules import module as _module_hooks
 
+from .convert_torch import course_state_dict
 from .positional import rotary_angles, rotate
-from .torch_names import course_state_dict
 
 __all__ = [
     "GroupedQueryAttention",

@@ -8,9 +8,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
+from .convert_torch import layer_from_torch
 from .encoder import LayerStack
 from .layers import FeedForward, LayerNorm
-from .torch_names import layer_from_torch
 
 __all__ = ["Decoder", "DecoderCache", "DecoderLayer"]
 

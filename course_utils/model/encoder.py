@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
+from .convert_torch import layer_from_torch
 from .layers import FeedForward, LayerNorm
-from .torch_names import layer_from_torch
 
 __all__ = ["Encoder", "EncoderLayer"]
 

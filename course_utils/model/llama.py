@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import GroupedQueryAttention, KVCache
-from .gpt import CausalLM
+from .causal_lm import CausalLM
 from .layers import RMSNorm, SwiGLU
 from .positional import rotary_angles
 

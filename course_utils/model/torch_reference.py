@@ -16,8 +16,8 @@ from dataclasses import asdict
 import torch
 from torch import Tensor, nn
 
+from .convert_torch import torch_state_dict
 from .masks import causal_mask
-from .torch_names import torch_state_dict
 from .transformer import Transformer
 
 __all__ = ["TorchTransformer"]

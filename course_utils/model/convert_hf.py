@@ -1,7 +1,7 @@
 """Hugging Face ``transformers`` models in the course's own classes: ``from_hf(GPT2LMHeadModel)`` is a ``GPT``,
 ``from_hf(LlamaForCausalLM)`` a ``Llama``, with the same weights and the same outputs.
 
-One name table per model family, read with ``torch_names.rename`` as the PyTorch twins read theirs:
+One name table per model family, read with ``convert_torch.rename`` as the PyTorch twins read theirs:
 ``GPT2_NAMES`` and ``LLAMA_NAMES`` pair our submodule names with Hugging Face's. Two more differences for GPT-2:
 
 - **Packed projections**: GPT-2 computes queries, keys and values with one layer ``attn.c_attn``
@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .convert_torch import rename
 from .gpt import GPT
 from .llama import Llama
-from .torch_names import rename
 
 __all__ = ["GPT2_NAMES", "GPT2_PACKED", "LLAMA_NAMES", "from_hf", "from_hf_state"]
 
