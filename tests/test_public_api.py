@@ -1,76 +1,39 @@
 """The public names are a contract: notebooks and other chapters rely on them."""
 
 import inspect
+import re
+from pathlib import Path
 
 import torch
 from torch import nn
 
 import course_utils
 
-EXPECTED = {
-    # 01-02 attention and masks
-    "scaled_dot_product_attention", "causal_mask", "padding_mask", "MultiHeadAttention", "record_attention",
-    "packed_linear",
-    # 03 positions
-    "sinusoidal_encoding", "PositionalEncoding",
-    # 04-05 layers and stacks
-    "LayerNorm", "FeedForward", "EncoderLayer", "Encoder", "DecoderLayer", "Decoder", "target_mask",
-    # 05-06 the full model, sequence to sequence, training
-    "Transformer", "TransformerConfig", "TorchTransformer", "seq2seq_loss", "greedy_decode", "exact_match",
-    "CharTokenizer", "encode_pairs", "random_batches", "reversal_pairs", "DateTask",
-    "TrainConfig", "History", "train", "noam_lr", "lr_factor", "Recipe", "DATE_TRANSFORMER", "load_pretrained",
-    # 07 the GPT
-    "GPT", "GPTBlock", "GPTConfig", "KVCache", "estimate_loss", "load_tiny_shakespeare", "split_ids",
-    "random_windows", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "synchronize", "gpu_branch",
-    # 08 translation
-    "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",
-    "MULTI30K_TRANSLATOR", "train_translator", "beam_search", "length_penalty", "translate", "bleu", "bleu_difference", "pad_batch",
-    # 09
-    "ProbeReport", "causality_probe", "dependency_heatmap", "equality_probe", "padding_probe", "position_probe", "batch_probe",
-    "output_probe",
-    # 10 GPT-2 and Llama
-    "from_hf", "from_hf_state", "GPT2_NAMES", "GPT2_PACKED", "LLAMA_NAMES", "CausalLM", "Llama", "LlamaConfig",
-    "RMSNorm", "SwiGLU", "apply_rotary", "expand_kv", "GroupedQueryAttention", "peak_memory",
-    # every chapter
-    "set_seed", "get_device", "count_parameters", "attention_heatmap", "attention_grid", "attention_chart",
-    "positional_encoding_heatmap", "positional_waves", "positional_encoding_chart", "loss_curve",
-    "evaluation_curve", "use_offline_charts",
-}  # fmt: skip
-GRADERS = {
-    # 01-02
-    "check_scaled_dot_product_attention", "check_causal_mask", "check_padding_mask", "check_sliding_window_mask",
-    "check_masked_mean", "check_attention_with_bias", "check_split_heads", "check_merge_heads",
-    "check_fused_head_projections", "check_grouped_query_attention",
-    # 03-04
-    "check_sinusoidal_encoding", "check_rotary_embedding", "check_alibi_bias", "check_layer_norm",
-    "check_encoder_layer", "check_rms_norm", "check_pre_norm_layer",
-    # 05-06
-    "check_decoder_layer", "check_prefix_lm_mask", "check_teacher_forcing_batch", "check_label_smoothing",
-    "check_greedy_decode", "check_weight_tying", "check_sequence_accuracy",
-    # 07
-    "check_gpt_block", "check_sampling_step", "check_top_p", "check_kv_cache_step",
-    # 08
-    "check_beam_step", "check_bpe_segment", "check_ngram_matches",
-    # 09
-    "check_future_leak", "check_diagnosis",
-    # 10
-    "check_rotary_halves", "check_expand_kv", "check_gpt2_block_weights",
-    # every chapter: predict, then run
-    "check_prediction",
-}  # fmt: skip
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "notebooks" / "src").glob("*.py")))
 
 
-def test_public_names_are_pinned():
-    assert set(course_utils.__all__) == EXPECTED
-    assert all(hasattr(course_utils, name) for name in EXPECTED)
+def test_every_public_name_is_importable_and_documented():
+    """What the front door exports exists and says what it is; which chapter teaches each name is the audit's
+    table (tools/audit_notebooks.py, TAUGHT_IN), tested in test_notebook_audit.py."""
+    assert len(set(course_utils.__all__)) == len(course_utils.__all__)
+    undocumented = [
+        name
+        for name in course_utils.__all__
+        if (inspect.isfunction(obj := getattr(course_utils, name)) or inspect.isclass(obj)) and not inspect.getdoc(obj)
+    ]
+    assert undocumented == []
 
 
-def test_the_graders_live_in_checks_and_only_there():
+def test_the_graders_live_in_checks_and_only_there_and_a_chapter_uses_each():
     import course_utils.checks
 
-    assert set(course_utils.checks.__all__) == GRADERS | {"Verdict"}
-    assert all(callable(getattr(course_utils.checks, name)) for name in GRADERS)
+    graders = {name for name in course_utils.checks.__all__ if name.startswith("check_")}
+    assert set(course_utils.checks.__all__) == graders | {"Verdict"}
+    assert all(callable(getattr(course_utils.checks, name)) for name in graders)
+    assert all(inspect.getdoc(getattr(course_utils.checks, name)) for name in graders)
     assert not [name for name in dir(course_utils) if name.startswith("check_")]
+    assert [name for name in sorted(graders) if not re.search(rf"\b{name}\(", CHAPTERS)] == []
 
 
 def test_only_graders_are_named_check():
