@@ -126,6 +126,7 @@ def test_a_training_step_runs_within_3_percent_of_the_operators_of_nanogpts_arch
     assert sum(ours.computing.values()) <= 1.03 * sum(theirs.computing.values()), (ours.computing, theirs.computing)
 
 
+@pytest.mark.slow  # torch.compile traces both models
 def test_the_compiled_graphs_of_a_step_hold_within_3_percent_of_nanogpts_operators_too():
     """What torch.compile traces (forward and backward graphs, before Inductor fuses them), bfloat16 autocast."""
     profile = _benchmark("profile_gpt")
