@@ -17,7 +17,8 @@
 #                       06 and 10 also in float16 with a gradient scaler (a T4's path)
 #   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
 #   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
-#                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some)
+#                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some;
+#                       tools/gpu_session.sh runs them in order of importance within a time budget)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -115,7 +116,7 @@ GPU_SITE := /tmp/course-site
 gpu-check:
 	@$(PYTHON) tools/gpu_check.py --preflight
 	@if [ -d .whl ]; then $(PYTHON) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $(GPU_SITE) .whl/*.whl; fi
-	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(PYTHON) tools/gpu_check.py $(if $(PARTS),--parts $(PARTS))
+	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(PYTHON) tools/gpu_check.py $(if $(PARTS),--parts $(PARTS)) $(GPU_CHECK_ARGS)
 
 # The website: Sphinx with MyST-NB and the Book theme, from the committed outputs; fetches nothing from another host.
 site: install
