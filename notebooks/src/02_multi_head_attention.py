@@ -278,16 +278,18 @@ print("✓ MyMultiHeadAttention == course_utils.MultiHeadAttention (both paths) 
 # $3 d_{\text{model}} \times d_{\text{model}}$ matrix $W$ (and their biases into one vector $b$). Output feature $j$ of
 # $x W^\top + b$ is the dot product of $x$ with row $j$ of $W$, plus $b_j$: the first $d_{\text{model}}$ features come
 # from the rows of `w_q`, the next from those of `w_k`, the last from those of `w_v`. So one product computes all
-# three projections, and cutting its last axis into three gives $Q$, $K$ and $V$ back. The maths is unchanged; what
-# changes is the number of operations: one matrix product instead of three in the forward pass and, in the backward
-# pass, one weight gradient instead of three. On a GPU each operation costs a launch, and a small model's training
-# step can spend more time launching than computing. That stacked matrix is nanoGPT's `c_attn` and PyTorch's
-# `in_proj_weight`. `course_utils.MultiHeadAttention` keeps the three layers and their names, and computes them this
-# way (`packed_linear`) while training, whenever `query`, `key` and `value` are the same object (`query is key is
-# value`); in cross-attention it packs the keys and values of the memory. A training step of the course's GPT then
-# runs about as many operations as nanoGPT's (`benchmarks/README.md` counts them). Without gradients, as when
-# generating one token at a time, copying the weights at every call would cost more than it saves, and the three
-# layers run as they are.
+# three projections, and cutting its last axis into three gives $Q$, $K$ and $V$ back.
+#
+# The maths is unchanged; the number of operations is not: one matrix product instead of three in the forward pass,
+# one weight gradient instead of three in the backward pass. On a GPU each operation costs a launch, and a small
+# model's training step can spend more time launching than computing. That stacked matrix is nanoGPT's `c_attn` and
+# PyTorch's `in_proj_weight`.
+#
+# `course_utils.MultiHeadAttention` keeps the three layers and their names, and computes them this way
+# (`packed_linear`) while training, whenever `query is key is value`; cross-attention packs the memory's keys and
+# values. A training step of the course's GPT then runs about as many operations as nanoGPT's (`benchmarks/README.md`
+# counts them). Without gradients, as when generating one token at a time, copying the weights at every call would
+# cost more than it saves, so the three layers run as they are.
 
 # %%
 x = torch.randn(B, T, d_model, generator=torch.Generator().manual_seed(2))  # one input: self-attention
@@ -470,15 +472,16 @@ assert loss.item() < first_loss, "the loss should fall"
 # - `grad_clip`: **gradient clipping**. If the gradient of all the parameters, seen as one long vector, is
 #   longer than `grad_clip`, it is scaled down to that length, so one unlucky batch cannot throw the weights far.
 # - `label_smoothing`: 0 here, the plain cross-entropy; chapter 06 explains the other values.
-# - `amp`: on a GPU, `torch.autocast` runs the matrix products in a 16-bit format (softmax, normalisation and the
-#   loss stay in float32, and so do the weights and their gradients): less memory, usually faster. The format is
-#   bfloat16 where the GPU computes it natively; on one without it, such as Colab's free T4, float16 with a
-#   **gradient scaler**; on GPUs older than that, float32. Where it is not bfloat16, `train` says which in one line
-#   before its progress bar (once per kernel). float16 keeps full precision only down to about 6e-5 and holds
-#   nothing below about 6e-8, so tiny gradients would vanish: the scaler multiplies the loss by a
-#   large factor before the backward pass (and so every gradient), divides the gradients back before clipping, and
-#   skips a step whose gradients overflowed, lowering the factor (the first few steps may be skipped while it
-#   settles). On a CPU `amp` changes nothing.
+# - `amp`: on a GPU, `torch.autocast` runs the matrix products in a 16-bit format (less memory, usually faster);
+#   on a CPU it changes nothing.
+#
+# Which format: bfloat16 where the GPU computes it natively; on one without it, such as Colab's free T4, float16 with
+# a **gradient scaler**; on GPUs older than that, float32. Where it is not bfloat16, `train` says which in one line
+# before its progress bar (once per kernel). Softmax, normalisation and the loss stay in float32, and so do the
+# weights and their gradients. float16 keeps full precision only down to about 6e-5 and holds nothing below about
+# 6e-8, so tiny gradients would vanish: the scaler multiplies the loss by a large factor before the backward pass (and
+# so every gradient), divides the gradients back before clipping, and skips a step whose gradients overflowed,
+# lowering the factor (the first few steps may be skipped while it settles).
 #
 # The configuration of our run, and its learning-rate factor at a few steps:
 
