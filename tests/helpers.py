@@ -17,3 +17,14 @@ def verdict(check, fn, capsys):
 def todo(*args, **kwargs):
     """An exercise not written yet."""
     raise NotImplementedError
+
+
+def judged(check, fn, expected, capsys):
+    """The verdict matrix's one assertion: a right answer (``expected`` None) passes with a ✅; a wrong one fails, its
+    message naming ``expected``, and was tested (not "could not be tested")."""
+    ok, out = verdict(check, fn, capsys)
+    if expected is None:
+        assert ok and out.startswith("✅"), out
+    else:
+        assert not ok and expected in out, out
+        assert "could not be tested" not in out, out

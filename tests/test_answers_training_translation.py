@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import verdict
+from helpers import judged, verdict
 
 from course_utils.checks import (
     check_beam_step,
@@ -23,20 +23,6 @@ from course_utils.checks import (
     check_weight_tying,
 )
 from course_utils.data.bpe import merge_pair
-
-
-def passes(check, fn, capsys):
-    ok, out = verdict(check, fn, capsys)
-    assert ok, out
-    assert out.startswith("✅"), out
-
-
-def fails_with(check, fn, named, capsys):
-    ok, out = verdict(check, fn, capsys)
-    assert not ok, out
-    assert named in out, out
-    assert "could not be tested" not in out, out
-
 
 # --- 06: label smoothing ------------------------------------------------------------------------------------------
 
@@ -210,7 +196,7 @@ def ls_logits_not_log_p(logits, target, smoothing):
     ids=["notebook", "mixture-formula", "loops", "one-hot-float64", "einsum-where", "F.cross_entropy", "shape-1"],
 )
 def test_label_smoothing_right_answers_pass(fn, capsys):
-    passes(check_label_smoothing, fn, capsys)
+    judged(check_label_smoothing, fn, None, capsys)
 
 
 @pytest.mark.parametrize(
@@ -272,7 +258,7 @@ def test_label_smoothing_right_answers_pass(fn, capsys):
     ],
 )
 def test_label_smoothing_wrong_answers_fail(fn, named, capsys):
-    fails_with(check_label_smoothing, fn, named, capsys)
+    judged(check_label_smoothing, fn, named, capsys)
 
 
 # --- 06: weight tying ---------------------------------------------------------------------------------------------
@@ -348,7 +334,7 @@ def tie_hard_coded(model):
     ids=["notebook", "embedding-takes-projection", "register-returns-model", "new-linear-no-bias"],
 )
 def test_weight_tying_right_answers_pass(fn, capsys):
-    passes(check_weight_tying, fn, capsys)
+    judged(check_weight_tying, fn, None, capsys)
 
 
 def test_weight_tying_message_arithmetic_is_true(capsys):
@@ -401,7 +387,7 @@ def test_weight_tying_message_arithmetic_is_true(capsys):
     ],
 )
 def test_weight_tying_wrong_answers_fail(fn, named, capsys):
-    fails_with(check_weight_tying, fn, named, capsys)
+    judged(check_weight_tying, fn, named, capsys)
 
 
 # --- 06: sequence accuracy ----------------------------------------------------------------------------------------
@@ -447,7 +433,7 @@ def acc_in_place(predictions, labels, pad_id):
     ids=["notebook", "loops", "tensor-masked-fill", "not-any-wrong", "numpy-float32"],
 )
 def test_sequence_accuracy_right_answers_pass(fn, capsys):
-    passes(check_sequence_accuracy, fn, capsys)
+    judged(check_sequence_accuracy, fn, None, capsys)
 
 
 @pytest.mark.parametrize(
@@ -482,7 +468,7 @@ def test_sequence_accuracy_right_answers_pass(fn, capsys):
     ],
 )
 def test_sequence_accuracy_wrong_answers_fail(fn, named, capsys):
-    fails_with(check_sequence_accuracy, fn, named, capsys)
+    judged(check_sequence_accuracy, fn, named, capsys)
 
 
 # --- 08: one step of beam search -----------------------------------------------------------------------------------
@@ -571,7 +557,7 @@ def beam_step_with(mistake):
     ids=["notebook", "3d-sort-list", "probabilities-then-log", "python-heap"],
 )
 def test_beam_step_right_answers_pass(fn, capsys):
-    passes(check_beam_step, fn, capsys)
+    judged(check_beam_step, fn, None, capsys)
 
 
 @pytest.mark.parametrize(
@@ -591,7 +577,7 @@ def test_beam_step_right_answers_pass(fn, capsys):
     ],
 )
 def test_beam_step_wrong_answers_fail(mistake, named, capsys):
-    fails_with(check_beam_step, beam_step_with(mistake), named, capsys)
+    judged(check_beam_step, beam_step_with(mistake), named, capsys)
 
 
 # --- 08: byte-pair segmentation -------------------------------------------------------------------------------------
@@ -719,7 +705,7 @@ def bpe_one_merge(piece, merges):
     ids=["notebook", "replay-own-loop", "rank-one-occurrence-tuple", "regex-whole-symbols"],
 )
 def test_bpe_segment_right_answers_pass(fn, capsys):
-    passes(check_bpe_segment, fn, capsys)
+    judged(check_bpe_segment, fn, None, capsys)
 
 
 @pytest.mark.parametrize(
@@ -746,7 +732,7 @@ def test_bpe_segment_right_answers_pass(fn, capsys):
     ],
 )
 def test_bpe_segment_wrong_answers_fail(fn, named, capsys):
-    fails_with(check_bpe_segment, fn, named, capsys)
+    judged(check_bpe_segment, fn, named, capsys)
 
 
 # --- 08: BLEU's clipped n-gram matches ------------------------------------------------------------------------------
@@ -819,7 +805,7 @@ def ngram_with(mistake):
     ids=["notebook", "dicts-list", "zip-tensors", "cross-off", "counter-helper"],
 )
 def test_ngram_matches_right_answers_pass(fn, capsys):
-    passes(check_ngram_matches, fn, capsys)
+    judged(check_ngram_matches, fn, None, capsys)
 
 
 @pytest.mark.parametrize(
@@ -836,7 +822,7 @@ def test_ngram_matches_right_answers_pass(fn, capsys):
     ],
 )
 def test_ngram_matches_wrong_answers_fail(mistake, named, capsys):
-    fails_with(check_ngram_matches, ngram_with(mistake), named, capsys)
+    judged(check_ngram_matches, ngram_with(mistake), named, capsys)
 
 
 # --- 09: the causality probe's core step ------------------------------------------------------------------------------
@@ -911,7 +897,7 @@ def leak_with(mistake):
     ids=["notebook", "where-one-call-tensor", "loop-index-fill", "numpy", "detached-base"],
 )
 def test_future_leak_right_answers_pass(fn, capsys):
-    passes(check_future_leak, fn, capsys)
+    judged(check_future_leak, fn, None, capsys)
 
 
 @pytest.mark.parametrize(
@@ -933,4 +919,4 @@ def test_future_leak_right_answers_pass(fn, capsys):
     ],
 )
 def test_future_leak_wrong_answers_fail(mistake, named, capsys):
-    fails_with(check_future_leak, leak_with(mistake), named, capsys)
+    judged(check_future_leak, leak_with(mistake), named, capsys)
