@@ -17,8 +17,9 @@
 #                       06 and 10 also in float16 with a gradient scaler (a T4's path)
 #   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
 #   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
-#                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some;
-#                       tools/gpu_session.sh runs them in order of importance within a time budget)
+#                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some,
+#                       GPU_CHECK_ARGS="--jobs 5" for its other options; tools/gpu_session.sh runs the parts in
+#                       order of importance within a time budget)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -101,7 +102,7 @@ test-colab: $(COLAB_VENV)/.installed
 	$(CPU_ONLY) $(OTHER_KERNELS) $(call pytest_parallel,$(COLAB_VENV)) notebooks $(NBVAL) -q
 
 # Then, as on a GPU without bfloat16 (Colab's T4), float16 with a gradient scaler: chapter 06 (the encoder-decoder,
-# masks and cross-attention, as 08 trains it) and chapter 10 (the GPT, as 07 trains it, and Llama), 50 s together;
+# masks and cross-attention, as 08 trains it) and chapter 10 (the GPT, as 07 trains it, and Llama), about 25 s in CI;
 # 07 and 08 at their GPU sizes would add five minutes of float16 emulated by the CPU for the same code.
 gpu-dry-run: install
 	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py
@@ -114,7 +115,7 @@ gpu-wheels:
 # along in .whl/, go into a folder of their own first.
 GPU_SITE := /tmp/course-site
 gpu-check:
-	@$(PYTHON) tools/gpu_check.py --preflight
+	@$(PYTHON) tools/gpu_check.py --preflight $(GPU_CHECK_ARGS)
 	@if [ -d .whl ]; then $(PYTHON) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $(GPU_SITE) .whl/*.whl; fi
 	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(PYTHON) tools/gpu_check.py $(if $(PARTS),--parts $(PARTS)) $(GPU_CHECK_ARGS)
 

@@ -10,7 +10,8 @@ Five rooms (sub-packages) over two small modules, and the grader's command; impo
 ========================  ==========================================================================================
 ``settings``, ``utils``   every ``COURSE_*`` environment variable; devices, seeds, train/eval modes
 ``model/``                the Transformer proper: attention, masks, positions, layers, encoder, decoder,
-                          ``Transformer``, ``GPT``, and their twins from PyTorch's modules (one name table)
+                          ``Transformer``, ``GPT``, ``Llama`` (and ``CausalLM``, what both share), and their twins
+                          from PyTorch's modules and Hugging Face's models (one name table per family)
 ``data/``                 tokenizers (one protocol) and datasets: toy pairs, dates, Tiny Shakespeare, Multi30k
 ``training/``             training loop, recipes, shipped weights, seq2seq loss and batches, decoding, metrics
 ``teaching/``             probes that name bugs, plots and interactive charts
