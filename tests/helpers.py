@@ -1,5 +1,10 @@
 """Helpers the tests share (a module of its own: the notebooks' conftest.py would shadow a `conftest` import)."""
 
+import collections
+import importlib
+import sys
+from pathlib import Path
+
 import torch
 
 
@@ -28,3 +33,18 @@ def judged(check, fn, expected, capsys):
     else:
         assert not ok and out.startswith("❌") and expected in out, out
         assert "could not be tested" not in out, out
+
+
+def benchmark_module(name: str):
+    """A script of benchmarks/ imported as a module (the scripts import each other by their file names)."""
+    folder = str(Path(__file__).resolve().parent.parent / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
+def operators(fn) -> collections.Counter:
+    """The ATen operators that compute while ``fn()`` runs, by name (benchmarks/common.py's ``OperatorCount``)."""
+    with benchmark_module("common").OperatorCount() as count:
+        fn()
+    return count.computing

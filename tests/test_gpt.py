@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from helpers import benchmark_module
 from torch.testing import assert_close
 
 from course_utils import GPT, KVCache, MultiHeadAttention, TrainConfig, estimate_loss, train
@@ -100,25 +101,13 @@ def test_a_small_gpt_learns_a_repeating_sequence():
     assert model.generate(pattern[None, :10], 10, temperature=0.0)[0, 10:].tolist() == pattern[10:20].tolist()
 
 
-def _benchmark(name: str):
-    """A script of benchmarks/ imported as a module (they import each other by their file names)."""
-    import importlib
-    import sys
-    from pathlib import Path
-
-    folder = str(Path(__file__).resolve().parent.parent / "benchmarks")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    return importlib.import_module(name)
-
-
 @pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bfloat16 autocast"])
 def test_a_training_step_runs_within_3_percent_of_the_operators_of_nanogpts_architecture(autocast):
     """The CPU's proxy for a GPU's kernel launches: the ATen operators that compute in one training step (forward,
     loss, backward, clipping, AdamW) of the GPU recipe's structure. Three separate query, key and value
     projections would cost 36 more matrix products a step here; packed (packed_linear), only one copy per layer."""
-    profile = _benchmark("profile_gpt")
-    bench = _benchmark("bench_gpt")
+    profile = benchmark_module("profile_gpt")
+    bench = benchmark_module("bench_gpt")
     sizes = replace(bench.PRESETS["gpu"].model, d_model=64, n_heads=4, block_size=32, n_layers=3)
     config = bench.PRESETS["gpu"].training
     ours, theirs = (profile.operators_per_step(kind, sizes, config, autocast=autocast) for kind in bench.MODELS)
@@ -129,8 +118,8 @@ def test_a_training_step_runs_within_3_percent_of_the_operators_of_nanogpts_arch
 @pytest.mark.slow  # torch.compile traces both models
 def test_the_compiled_graphs_of_a_step_hold_within_3_percent_of_nanogpts_operators_too():
     """What torch.compile traces (forward and backward graphs, before Inductor fuses them), bfloat16 autocast."""
-    profile = _benchmark("profile_gpt")
-    bench = _benchmark("bench_gpt")
+    profile = benchmark_module("profile_gpt")
+    bench = benchmark_module("bench_gpt")
     sizes = replace(bench.PRESETS["gpu"].model, d_model=64, n_heads=4, block_size=32, n_layers=3)
     ours, theirs = (profile.compiled_operators(kind, sizes) for kind in bench.MODELS)
     assert ours["mm"] == theirs["mm"] > 0

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import no_empty_rows
+from helpers import no_empty_rows, operators
 from torch import nn
 from torch.testing import assert_close
 
@@ -237,18 +237,8 @@ def test_self_attention_packed_into_one_product_equals_three_projections_values_
 
 
 def _matrix_products(fn) -> int:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Count(TorchDispatchMode):
-        n = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            Count.n += func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm)
-            return func(*args, **(kwargs or {}))
-
-    with Count():
-        fn()
-    return Count.n
+    counted = operators(fn)
+    return counted["mm"] + counted["addmm"] + counted["bmm"]
 
 
 def test_self_attention_runs_two_matrix_products_and_cross_attention_three():

@@ -181,7 +181,12 @@ def _say_once(line: str) -> None:
 _SCALERS: weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.amp.GradScaler] = weakref.WeakKeyDictionary()
 
 
-def _scaler(optimizer: torch.optim.Optimizer, device: torch.device) -> torch.amp.GradScaler:
+_NO_SCALING = torch.amp.GradScaler("cpu", enabled=False)  # disabled: each of its steps passes through unchanged
+
+
+def _scaler(optimizer: torch.optim.Optimizer, device: torch.device, dtype: torch.dtype | None) -> torch.amp.GradScaler:
+    if dtype != torch.float16:
+        return _NO_SCALING
     if optimizer not in _SCALERS:
         _SCALERS[optimizer] = torch.amp.GradScaler(device.type)
     return _SCALERS[optimizer]
@@ -205,13 +210,7 @@ def train_step(
     with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         loss = loss_fn(model, *batch)
     optimizer.zero_grad(set_to_none=True)
-    if dtype != torch.float16:
-        loss.backward()
-        if config.grad_clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        return loss.detach()
-    scaler = _scaler(optimizer, device)
+    scaler = _scaler(optimizer, device, dtype)  # outside float16, a disabled scaler: plain backward and step
     scaler.scale(loss).backward()  # the gradients of loss * scale: small ones stay above float16's smallest
     scaler.unscale_(optimizer)  # divided back, so that clipping sees the true norm
     if config.grad_clip is not None:
