@@ -13,8 +13,8 @@
 #   make check-browser  open every notebook, every page of the site, every deck and a RISE presentation offline in
 #                   headless Chromium: every image, chart and formula must appear, every slide fit 1280x800, with no
 #                   failed request or console error
-#   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py),
-#                       06 and 10 also in float16 with a gradient scaler (a T4's path)
+#   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py), the
+#                       student editions through the grader; 06 and 10 also in float16 with a gradient scaler (a T4's)
 #   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
 #   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
 #                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some,
@@ -34,7 +34,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Exact versions, so that committed outputs reproduce; `make lab CONSTRAINTS=` takes the newest releases instead.
 CONSTRAINTS ?= .ci/constraints.txt
 PIP_CONSTRAINTS := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
-# The student editions (notebooks/student/) have no outputs to compare: the grader runs one in tests/test_grade.py.
+# The student editions (notebooks/student/) have no outputs to compare: make gpu-dry-run runs each through the grader.
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg --ignore=notebooks/student
 # Committed outputs come from the CPU (the same seeded code prints other floats on a GPU), with
 # plain-text progress bars whose final line reads well in a saved notebook.
@@ -101,12 +101,14 @@ $(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.
 test-colab: $(COLAB_VENV)/.installed
 	$(CPU_ONLY) $(OTHER_KERNELS) $(call pytest_parallel,$(COLAB_VENV)) notebooks $(NBVAL) -q
 
-# Then, as on a GPU without bfloat16 (Colab's T4), float16 with a gradient scaler: chapter 06 (the encoder-decoder,
-# masks and cross-attention, as 08 trains it) and chapter 10 (the GPT, as 07 trains it, and Llama), about 25 s in CI;
-# 07 and 08 at their GPU sizes would add five minutes of float16 emulated by the CPU for the same code.
+# Every student edition runs there, through the grader, as a class that skips training would run it; the complete
+# editions of the chapters that train live only without SKIP_TRAINING (06-08) run too, training. Then, as on a GPU
+# without bfloat16 (Colab's T4), float16 with a gradient scaler: chapter 06 (the encoder-decoder, masks and
+# cross-attention, as 08 trains it) and chapter 10 (the GPT, as 07 trains it, and Llama); 07 and 08 at their GPU
+# sizes would add minutes of float16 emulated by the CPU for the same code.
 gpu-dry-run: install
-	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py
-	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py 06 10 --amp-dtype float16 --no-benchmarks
+	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py --jobs $(JOBS)
+	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py 06 10 --complete --amp-dtype float16 --no-benchmarks --jobs $(JOBS)
 
 gpu-wheels:
 	tools/gpu_wheels.sh

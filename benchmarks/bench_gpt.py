@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="timed steps per model (after --warmup)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="torch.compile both models first")
+    parser.add_argument("--batch-size", type=int, default=None, help="rows per batch (default: the recipe's)")
     parser.add_argument("--to-loss", type=float, default=None, help="then train until validation loss <= this")
     parser.add_argument("--max-steps", type=int, default=None, help="give up after this many steps (default: recipe)")
     parser.add_argument("--eval-every", type=int, default=250)
@@ -108,6 +109,8 @@ def main() -> None:
         sizes = replace(sizes, n_layers=args.n_layers)
     if args.max_steps:
         config = replace(config, steps=args.max_steps)
+    if args.batch_size:
+        config = replace(config, batch_size=args.batch_size)
     text = load_tiny_shakespeare()
     tokenizer = CharTokenizer(text, specials=False)
     train_ids, val_ids = split_ids(text, tokenizer)

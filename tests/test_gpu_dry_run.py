@@ -65,6 +65,46 @@ def test_the_dry_run_reports_a_failed_check_and_goes_on():
     assert gpu_dry_run.soften("%timeit x = 1") == "%timeit x = 1"  # a magic is left alone
 
 
+def _chapter(folder, after_exercise):
+    """A chapter of one exercise, both editions, in ``folder``; ``after_exercise``: the cell that follows it."""
+    import nbformat
+
+    solution = "def my_causal_mask(size):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool))"
+    stub = "def my_causal_mask(size):\n    raise NotImplementedError"
+    for edition, body in (("", solution), ("student", stub)):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [
+            nbformat.v4.new_markdown_cell("# 01 · Tiny"),
+            nbformat.v4.new_code_cell("import torch\nfrom course_utils.checks import check_causal_mask"),
+            nbformat.v4.new_code_cell(
+                body + "\n\n\ncheck_causal_mask(my_causal_mask)", metadata={"tags": ["exercise"]}
+            ),
+            nbformat.v4.new_code_cell("assert 1 + 1 == 3, 'a trained figure'"),
+            nbformat.v4.new_code_cell(after_exercise),
+        ]
+        (folder / edition).mkdir(exist_ok=True)
+        nbformat.write(nb, folder / edition / "01_tiny.ipynb")
+    return folder / "01_tiny.ipynb"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("after_exercise", "errors"),
+    [("y = 1", []), ("y = my_causal_mask(3)", ["NotImplementedError"])],
+    ids=["ok", "needs"],
+)
+def test_the_student_edition_runs_as_a_class_would_every_exercise_not_attempted(
+    tmp_path, monkeypatch, after_exercise, errors
+):
+    """Every cell but the stubs must run; a cell that needs an exercise's answer is an error, a failed check of a
+    trained figure only a report."""
+    path = _chapter(tmp_path, after_exercise)
+    monkeypatch.setattr(gpu_dry_run, "NOTEBOOKS", tmp_path)
+    found, expected, _ = gpu_dry_run.run_student(path, 120)
+    assert [e for e in errors if not any(e in line for line in found)] == [] and len(found) == len(errors), found
+    assert len(expected) == 1 and "a trained figure" in expected[0]
+
+
 # --- make gpu-check ------------------------------------------------------------------------------------------------
 
 

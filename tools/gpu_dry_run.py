@@ -4,34 +4,46 @@ The course's notebooks take another branch on a GPU (chapter 07 trains SHAKESPEA
 ``train`` computes in bfloat16 there. A machine without a GPU never runs that code, so a typo, a shape or a tensor
 left on the wrong device there would first fail in a student's Colab. With ``COURSE_GPU_DRY_RUN=1`` the CPU takes
 those paths (``gpu_branch``), and ``train`` and ``estimate_loss`` stop after a few steps, each on 2 rows of its batch
-(a CPU emulating bfloat16 took minutes for one step of chapter 07's full batch); this script executes each
-complete-edition notebook so, one kernel each.
+(a CPU emulating bfloat16 took minutes for one step of chapter 07's full batch). This script runs every chapter so,
+one kernel each, ``--jobs`` at a time:
+
+- its student edition, through the instructors' grader (``course_utils.grade``), as a class that skips training
+  (``COURSE_SKIP_TRAINING=1``) would run it, every exercise not attempted: every cell but the stubs must run, and
+  every exercise be graded "not attempted". No exercise cell trains or reads the device or SKIP_TRAINING
+  (``tests/test_editions.py`` checks), so the stubs leave no GPU path out;
+- its complete edition too where the chapter trains live only when training is not skipped (06-08), for that
+  training's GPU path; 08 stops after its training, as from there on it uses the shipped translator either way.
 
 After 3 training steps nothing has been learned, so the notebooks' checks of trained figures fail. The script
 turns each ``assert`` into a check that reports and goes on (the cells after it still run, on what the cell
-computed), and counts those reports apart. Every error fails the run: that is what a GPU branch would raise.
+computed), and counts those reports apart. Every error fails the run: that is what a GPU branch would raise. No
+``assert`` outside an exercise cell reads a name that an exercise cell binds (``tests/test_editions.py``), so a
+softened check hides no stub's effect.
 
-Then the benchmarks of ``make gpu-check`` run for one timed step on the CPU: the GPT at its GPU preset, compiled with
-``torch.compile`` as the GPU check compiles it, and the full model against ``nn.Transformer`` at chapter 06's sizes.
-Lines that still run only on a real GPU: ``torch.cuda`` calls (``synchronize``, ``is_bf16_supported``), CUDA
-kernels, and ``torch.compile``'s GPU code generation.
+Then the benchmarks of ``make gpu-check`` run for one timed step on the CPU: the GPT at its GPU preset (one layer,
+2 rows), compiled with ``torch.compile`` as the GPU check compiles it, and the full model against ``nn.Transformer``
+at chapter 06's sizes. Lines that still run only on a real GPU: ``torch.cuda`` calls (``synchronize``,
+``is_bf16_supported``), CUDA kernels, and ``torch.compile``'s GPU code generation.
 
 With ``--amp-dtype float16`` the notebooks train as on a GPU without bfloat16 (Colab's T4): float16 autocast with
-a gradient scaler (``COURSE_AMP_DTYPE=float16``).
+a gradient scaler (``COURSE_AMP_DTYPE=float16``). ``--complete`` runs the complete editions alone, each training live.
 
-    python tools/gpu_dry_run.py                      # every notebook, then the benchmarks
+    python tools/gpu_dry_run.py                      # every chapter, then the benchmarks
     python tools/gpu_dry_run.py 07 08 --no-benchmarks
-    python tools/gpu_dry_run.py 06 07 08 10 --amp-dtype float16 --no-benchmarks
+    python tools/gpu_dry_run.py 06 10 --complete --amp-dtype float16 --no-benchmarks
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import nbformat
@@ -42,12 +54,15 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # The GPU check's benchmarks, one timed step each on the CPU: the GPT at its GPU preset, compiled as there; the full
 # model at chapter 06's sizes (the same code; the paper's sizes would take minutes on a CPU).
-GPT_RUN = "--device cpu --preset gpu --steps 1 --warmup 1 --compile"
+GPT_RUN = "--device cpu --preset gpu --n-layers 1 --batch-size 2 --steps 1 --warmup 1 --compile"
 TRANSFORMER_RUN = "--device cpu --preset dates --timing-steps 1 --skip-accuracy"
 BENCHMARKS = [
     ["benchmarks/bench_gpt.py", *GPT_RUN.split()],
     ["benchmarks/bench_transformer.py", *TRANSFORMER_RUN.split()],
 ]
+# Chapters whose complete edition stops, in a dry run, after its last cell that reads SKIP_TRAINING: from there on
+# it uses the shipped weights whether it trained or not (08: section 5 onwards), as the student edition's run does.
+UP_TO_TRAINING = {"08_translation"}
 ENVIRONMENT = {"COURSE_GPU_DRY_RUN": "1", "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "COURSE_PROGRESS": "text"}
 
 
@@ -103,8 +118,12 @@ def execute(
 def run(
     path: Path, timeout: int, keep: Path | None = None, amp_dtype: str | None = None
 ) -> tuple[list[str], list[str], float]:
-    """Execute one notebook in dry-run mode: (errors, failed checks of trained figures, seconds)."""
+    """Execute one complete edition in dry-run mode: (errors, failed checks of trained figures, seconds)."""
     nb = nbformat.read(path, as_version=4)
+    if path.stem in UP_TO_TRAINING:
+        nb.cells = nb.cells[
+            : 1 + max(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "SKIP_TRAINING" in c.source)
+        ]
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = soften(cell.source)
@@ -118,33 +137,120 @@ def run(
     return [f"{path.stem} {error}" for error in errors], expected, seconds
 
 
+def run_student(path: Path, timeout: int, amp_dtype: str | None = None) -> tuple[list[str], list[str], float]:
+    """The student edition of chapter ``path`` run by the instructors' grader as a class that skips training would
+    run it (``COURSE_SKIP_TRAINING=1``), in dry-run mode, every exercise not attempted: (errors, failed checks of
+    trained figures, seconds). An error is a cell that raised, a stop, or an exercise graded otherwise than "not
+    attempted": every cell but the stubs must run as in the complete edition."""
+    from course_utils.grade import exercises, run_notebook
+
+    student = NOTEBOOKS / "student" / path.name
+    release = nbformat.read(student, as_version=4)  # the grader takes every cell but the answers from the release
+    with tempfile.TemporaryDirectory(prefix="dry-run-") as tmp:
+        log = Path(tmp) / "failed-checks.txt"
+        first = True
+        for cell in release.cells:
+            if cell.cell_type != "code" or "exercise" in cell.metadata.get("tags", []):
+                continue
+            cell.source = (prelude(log) + "\n" if first else "") + soften(cell.source)
+            first = False
+        amp = {"COURSE_AMP_DTYPE": amp_dtype} if amp_dtype else {}
+        saved = dict(os.environ)
+        os.environ.update({**ENVIRONMENT, "COURSE_SKIP_TRAINING": "1", **amp})  # the grader's kernel inherits it
+        try:
+            start = time.perf_counter()
+            report = run_notebook(student, timeout, release={path.stem: release}, chapter=path.stem)
+            seconds = time.perf_counter() - start
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        expected = log.read_text().splitlines() if log.exists() else []
+    errors = [
+        *report.errors,
+        *([report.stopped] if report.stopped else []),
+        *([report.unreadable] if report.unreadable else []),
+    ]
+    errors += [f"{r.exercise}: {r.status} ({r.message[:100]})" for r in report.results if r.status != "not attempted"]
+    if [r.exercise for r in report.results] != exercises(path):
+        errors.append(f"graded {[r.exercise for r in report.results]}, not the chapter's exercises")
+    name = f"{path.stem} (student)"
+    return [f"{name} {error}" for error in errors], [f"{name}: {line}" for line in expected], seconds
+
+
+def prelude(log: Path) -> str:
+    """``_dry_run_check`` for a run whose printed lines are not read back: it appends its report to ``log``."""
+    return (
+        f"def _dry_run_check(ok, message=''):\n"
+        f"    if not ok:\n"
+        f"        with open({str(log)!r}, 'a') as f:\n"
+        f"            print({REPORT!r}, message, file=f)\n"
+    )
+
+
+def reads_skip_training(path: Path) -> bool:
+    """Whether the chapter trains live only when training is not skipped: then its student edition, run as a class
+    that skips training, leaves that training's GPU path untaken, and the complete edition runs too."""
+    nb = nbformat.read(path, as_version=4)
+    return any(c.cell_type == "code" and "SKIP_TRAINING" in c.source for c in nb.cells)
+
+
+def _task(kind: str, target: str, timeout: int, amp_dtype: str | None) -> tuple[str, list[str], list[str], float]:
+    """One unit of the dry run, in a process of its own: (what it was, errors, failed trained-figure checks, s)."""
+    if kind == "benchmark":
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, *target.split()], cwd=ROOT, capture_output=True, text=True)
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] if done.returncode else []
+        return target, [f"{target}: {line[:300]}" for line in last], [], time.perf_counter() - start
+    path = NOTEBOOKS / target
+    if kind == "student":
+        return f"{path.stem} (student)", *run_student(path, timeout, amp_dtype)
+    errors, expected, seconds = run(path, timeout, None, amp_dtype)
+    return f"{path.stem} (complete)", errors, expected, seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("only", nargs="*", help="notebook numbers (07) or names; default: all")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may take")
-    parser.add_argument("--keep", type=Path, help="a folder to write the executed notebooks to, to read them")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds a notebook may take")
+    parser.add_argument(
+        "--keep", type=Path, help="run the complete editions only, one after another, and write them here"
+    )
     parser.add_argument("--no-benchmarks", action="store_true", help="only the notebooks")
     parser.add_argument(
         "--amp-dtype", choices=("bfloat16", "float16"), help="autocast dtype (default bfloat16; float16: a T4's path)"
     )
+    parser.add_argument("--complete", action="store_true", help="the complete editions only, every one training live")
+    parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="notebooks run at a time")
     args = parser.parse_args()
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     paths = [p for p in paths if not args.only or any(p.stem.startswith(o) for o in args.only)]
+    if args.keep:
+        failures = 0
+        for path in paths:
+            errors, expected, seconds = run(path, args.timeout, args.keep, args.amp_dtype)
+            print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors, {len(expected)} trained-figure checks failed")
+            failures += len(errors)
+        return 1 if failures else 0
+    # The longest chapters first (by their CPU run's time), so that none starts last.
+    times = json.loads((ROOT / "docs" / "lessons" / "run_times.json").read_text())
+    paths = sorted(paths, key=lambda p: -times.get(p.stem, {}).get("whole", 0))
+    tasks = []
+    for p in paths:
+        tasks += [("complete", p.name)] if args.complete or reads_skip_training(p) else []
+        tasks += [] if args.complete else [("student", p.name)]
+    tasks += [] if args.no_benchmarks else [("benchmark", " ".join(command)) for command in BENCHMARKS]
+    if args.jobs > 1:
+        os.environ["OMP_NUM_THREADS"] = "1"  # one thread a kernel: the kernels share the cores
     failures = 0
-    for path in paths:
-        errors, expected, seconds = run(path, args.timeout, args.keep, args.amp_dtype)
-        print(f"{path.stem}: {seconds:.0f} s, {len(errors)} errors, {len(expected)} trained-figure checks failed "
-              "(expected after 3 steps)")  # fmt: skip
-        for line in errors:
-            print("   ERROR", line)
-        failures += len(errors)
-    for command in [] if args.no_benchmarks else BENCHMARKS:
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True)
-        print(f"{' '.join(command)}: {time.perf_counter() - start:.0f} s, exit {done.returncode}")
-        if done.returncode:
-            print("   ERROR", (done.stderr or done.stdout).strip().splitlines()[-1][:300])
-            failures += 1
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(_task, kind, target, args.timeout, args.amp_dtype) for kind, target in tasks]
+        for future in as_completed(futures):
+            what, errors, expected, seconds = future.result()
+            checks = f", {len(expected)} trained-figure checks failed (expected after 3 steps)" if expected else ""
+            print(f"{what}: {seconds:.0f} s, {len(errors)} errors{checks}", flush=True)
+            for line in errors:
+                print("   ERROR", line, flush=True)
+            failures += len(errors)
     dtype = f" ({args.amp_dtype} autocast)" if args.amp_dtype else ""
     print(f"GPU dry run{dtype}:", "no errors" if not failures else f"{failures} errors")
     return 1 if failures else 0
