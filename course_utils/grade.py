@@ -95,7 +95,9 @@ OUTPUT_LIMIT = 100_000  # characters of output kept per cell; a flood beyond it 
 # argv: the scratch folder the kernel runs in, the characters of output kept per cell, the MiB of address space
 # allowed (0: no cap).
 RUNNER = r"""
-import json, resource, subprocess, sys, nbformat
+import sys
+sys.modules["rfc3987_syntax"] = None  # jsonschema's optional IRI checks, unused by nbformat: 1 s of grammar building
+import json, resource, subprocess, nbformat
 from nbclient import NotebookClient
 
 workdir, limit, memory = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -1,5 +1,11 @@
+import sys
+
 import pytest
 import torch
+
+# jsonschema (under nbformat) builds a grammar for its optional IRI format checks on import, a second of every
+# process's start; nbformat validates notebooks without them.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 
 
 @pytest.fixture(autouse=True)

@@ -101,7 +101,9 @@ def test_an_unknown_name_lists_the_known_ones():
 
 
 @pytest.mark.slow
-def test_the_translator_reproduces_its_recorded_bleu_and_beam_search_beats_greedy_decoding():
+def test_the_translator_reproduces_its_recorded_validation_bleu_with_the_alpha_chosen_there():
+    """The test set's scores, greedy and beam, are chapter 08's to reproduce: its cell asserts both against the
+    recorded ones (within 0.01) and the beam's gain by a paired bootstrap, under nbval in make test."""
     from course_utils.data.bpe import BPETokenizer
     from course_utils.data.multi30k import load_multi30k
     from course_utils.training import bleu, translate
@@ -115,16 +117,15 @@ def test_the_translator_reproduces_its_recorded_bleu_and_beam_search_beats_greed
     recorded = pretrained.metrics
     alpha = recorded["alpha"]  # chosen on the validation set: the best of the alphas tried there
     assert alpha == max(ALPHAS, key=lambda a: recorded[f"val_bleu_beam4_alpha{a}"])
+    assert (
+        min(recorded["bleu_beam1"], recorded["bleu_beam4"]) >= 33
+        and recorded["bleu_beam4"] >= recorded["bleu_beam1"] + 0.5
+    )
 
-    def score(split, beam_size):
-        pairs = load_multi30k(split)
-        hypotheses = translate(model, tokenizer, [s for s, _ in pairs], beam_size=beam_size, alpha=alpha)
-        return bleu(hypotheses, [t for _, t in pairs])[0]
-
+    pairs = load_multi30k("val")
+    hypotheses = translate(model, tokenizer, [s for s, _ in pairs], beam_size=4, alpha=alpha)
     # Another processor rounds the logits differently in their last bits, which can tip a near-tie between two
     # words in a sentence or two; each such sentence moves a corpus BLEU by a few hundredths.
-    assert score("val", 4) == pytest.approx(recorded[f"val_bleu_beam4_alpha{alpha}"], abs=0.2)
-    greedy, beam = score("test", 1), score("test", 4)
-    assert (greedy, beam) == pytest.approx((recorded["bleu_beam1"], recorded["bleu_beam4"]), abs=0.2)
-    assert max(greedy, beam) >= 33
-    assert beam >= greedy + 0.5
+    assert bleu(hypotheses, [t for _, t in pairs])[0] == pytest.approx(
+        recorded[f"val_bleu_beam4_alpha{alpha}"], abs=0.2
+    )

@@ -28,6 +28,10 @@ def _tool(name):
     return module
 
 
+# The decks are built once, by the tool itself (6 s): the tests that read them are in make test, not make quick.
+SLOW = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory):
     out = tmp_path_factory.mktemp("slides")
@@ -41,6 +45,7 @@ def chapters():
     return sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
+@SLOW
 def test_every_chapter_has_a_deck_listed_on_the_index(decks):
     index = (decks / "index.html").read_text()
     for stem in chapters():
@@ -48,6 +53,7 @@ def test_every_chapter_has_a_deck_listed_on_the_index(decks):
         assert f'href="{stem}.html"' in index
 
 
+@SLOW
 def test_a_deck_loads_nothing_from_another_host(decks):
     external = _tool("build_site").EXTERNAL
     for path in [*decks.glob("*.html"), *decks.rglob("*.css")]:
@@ -61,6 +67,7 @@ def _text(fragment):
     return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
 
 
+@SLOW
 @pytest.mark.parametrize("stem", chapters())
 def test_solutions_and_prediction_answers_are_in_the_notes_only(decks, stem):
     page = (decks / f"{stem}.html").read_text()
@@ -87,6 +94,7 @@ def test_solutions_and_prediction_answers_are_in_the_notes_only(decks, stem):
     assert exercises >= 2
 
 
+@SLOW
 def test_the_discussion_answers_are_speaker_notes(decks):
     lessons = sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md"))
     if not lessons:
