@@ -82,8 +82,12 @@ unit: install
 nbval: install
 	$(CPU_ONLY) $(call pytest_parallel,$(VENV)) notebooks $(NBVAL) -q
 
-test: lint install
-	$(CPU_ONLY) $(call pytest_parallel,$(VENV)) tests notebooks $(NBVAL) -q
+# The type check (one process, about 25 s) runs beside the tests, whose workers leave a core free now and then; the
+# tests marked dry_run check the GPU tools on the CPU and run in make gpu-dry-run.
+test: ruff
+	@$(BIN)/basedpyright --project pyproject.toml --pythonpath $(BIN)/python > $(VENV)/basedpyright.log 2>&1 & typing=$$!; \
+	$(CPU_ONLY) $(call pytest_parallel,$(VENV)) tests notebooks $(NBVAL) -m "not dry_run" -q; tests=$$?; \
+	wait $$typing; typed=$$?; echo "basedpyright:"; cat $(VENV)/basedpyright.log; exit $$((tests || typed))
 
 outputs: install
 	$(CPU_ONLY) $(BIN)/python notebooks/build.py --execute

@@ -130,6 +130,7 @@ def test_the_gpu_report_renders_every_part_it_holds():
 
 
 @pytest.mark.slow
+@pytest.mark.dry_run
 def test_gpu_check_runs_end_to_end_at_toy_sizes_on_the_cpu(tmp_path):
     """`--smoke` takes every step of the GPU check on the CPU (data, training, decoding, BLEU, a benchmark, the
     report), so that a GPU session, rare and short, is not spent on a broken script."""

@@ -252,12 +252,12 @@ def test_a_line_shared_with_a_checker_call_still_runs(tmp_path, tiny_release):
 def test_a_timeout_ends_the_kernel_and_every_process_it_started(tmp_path, tiny_release):
     pids = tmp_path / "pids"
     spawn = (
-        "import os, subprocess\n"
+        "import os, subprocess, time\n"
         "child = subprocess.Popen(['sleep', '300'])\n"
         "shell = subprocess.Popen('sleep 301 &', shell=True)  # a grandchild the kernel does not even know\n"
         "grouped = subprocess.Popen(['sleep', '302'], process_group=0)  # in a process group of its own\n"
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
-        "while True:\n    pass\n"
+        "while True:\n    time.sleep(1)  # stuck, without taking a core from the tests beside it\n"
     )
     start = time.monotonic()
     report = run_notebook(submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, padding=spawn), 15, release=tiny_release)

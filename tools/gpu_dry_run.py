@@ -22,7 +22,8 @@ softened check hides no stub's effect.
 
 Then the benchmarks of ``make gpu-check`` run for one timed step on the CPU: the GPT at its GPU preset (one layer,
 2 rows), compiled with ``torch.compile`` as the GPU check compiles it, and the full model against ``nn.Transformer``
-at chapter 06's sizes. Lines that still run only on a real GPU: ``torch.cuda`` calls (``synchronize``,
+at chapter 06's sizes; and the tests marked ``dry_run``, which take every part of ``make gpu-check`` at toy sizes
+on the CPU (``gpu_check.py --smoke``). Lines that still run only on a real GPU: ``torch.cuda`` calls (``synchronize``,
 ``is_bf16_supported``), CUDA kernels, and ``torch.compile``'s GPU code generation.
 
 With ``--amp-dtype float16`` the notebooks train as on a GPU without bfloat16 (Colab's T4): float16 autocast with
@@ -59,6 +60,8 @@ TRANSFORMER_RUN = "--device cpu --preset dates --timing-steps 1 --skip-accuracy"
 BENCHMARKS = [
     ["benchmarks/bench_gpt.py", *GPT_RUN.split()],
     ["benchmarks/bench_transformer.py", *TRANSFORMER_RUN.split()],
+    # and the tests marked dry_run: every part of make gpu-check at toy sizes on the CPU (gpu_check.py --smoke)
+    ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "dry_run", "tests"],
 ]
 # Chapters whose complete edition stops, in a dry run, after its last cell that reads SKIP_TRAINING: from there on
 # it uses the shipped weights whether it trained or not (08: section 5 onwards), as the student edition's run does.

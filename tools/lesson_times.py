@@ -1,5 +1,5 @@
 """Put the measured run times into the lesson plans (docs/lessons/NN_*.md, each section's) and the README (each
-notebook's).
+notebook's, through tools/figures.py).
 
     python tools/lesson_times.py            # rewrite the tables between the run-times markers
     python tools/lesson_times.py --check    # exit 1 if a table differs from docs/lessons/run_times.json
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -53,15 +54,6 @@ def updated(text: str, entry: dict, skip_training: bool = False) -> str:
     return pattern.sub(lambda _: f"{START}\n{table(entry, skip_training)}\n{END}", text)
 
 
-README = ROOT / "README.md"
-README_ROW = re.compile(r"^\| CPU, 2 cores \|.*\|$", re.MULTILINE)
-
-
-def readme_row(times: dict) -> str:
-    """The README's row of whole-notebook run times, from the same measurements as the lesson plans."""
-    return "| CPU, 2 cores | " + " | ".join(f"{times[stem]['whole']:.0f} s" for stem in sorted(times)) + " |"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true")
@@ -82,16 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 path.write_text(new)
                 print(f"{path.name}: run times written")
-    readme = README.read_text()
-    row = readme_row(times)
-    if not README_ROW.search(readme):
-        stale.append("README.md: no row '| CPU, 2 cores | ...' in its table of run times")
-    elif README_ROW.search(readme).group(0) != row:  # pyright: ignore[reportOptionalMemberAccess]
-        if args.check:
-            stale.append("README.md: its run times differ from run_times.json")
-        else:
-            README.write_text(README_ROW.sub(row, readme))
-            print("README.md: run times written")
+    # The README's table of run times is rendered from the same file, with the others it shows (tools/figures.py).
+    figures = subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py"), *(["--check"] if args.check else [])])
+    if figures.returncode:
+        stale.append("README.md: a table differs from its results file (python tools/figures.py)")
     for problem in stale:
         print(problem)
     return 1 if stale and args.check else 0

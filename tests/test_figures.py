@@ -1,0 +1,46 @@
+"""Each measured figure the documentation quotes lives in one results file; its table is rendered from it
+(tools/figures.py), and a table that differs from its results fails here."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import figures
+
+
+def test_every_table_matches_its_results_file():
+    assert figures.stale() == []
+
+
+def test_a_figure_edited_by_hand_or_a_results_file_updated_alone_is_named(tmp_path, monkeypatch):
+    results = {"date": "2026-11-27", "machine": "2 CPU cores", "total_seconds": 30,
+               "stages": [{"name": "make test", "seconds": 30, "pytest": "5 passed"}]}  # fmt: skip
+    source = tmp_path / "docs" / "figures" / "ci.json"
+    source.parent.mkdir(parents=True)
+    source.write_text(json.dumps(results))
+    page = tmp_path / "README.md"
+    page.write_text("Times:\n\n<!-- figures:ci -->\n<!-- /figures:ci -->\n")
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    monkeypatch.setattr(figures, "PAGES", [page])
+    assert figures.stale() != []  # the table is not there yet
+    page.write_text(figures.rendered(page.read_text()))
+    assert figures.stale() == [] and "| `make test` |" in page.read_text() and "| 30 | 5 passed |" in page.read_text()
+    page.write_text(page.read_text().replace("| 30 |", "| 29 |"))
+    assert figures.stale() != []
+    page.write_text(figures.rendered(page.read_text()))
+    results["stages"][0]["seconds"] = 31
+    source.write_text(json.dumps(results))
+    assert figures.stale() != []
+
+
+def test_a_ci_run_is_summarised_from_its_stage_logs(tmp_path):
+    (tmp_path / "ci-stages.tsv").write_text("environment\t12\nmake test\t300\n")
+    (tmp_path / "ci-make-test.log").write_text("...\n2,001 passed, 1 xfailed, 7 warnings in 290.12s (0:04:50)\n")
+    summary = figures.summarise_ci(tmp_path)
+    assert summary["total_seconds"] == 312
+    assert summary["stages"][1] == {
+        "name": "make test",
+        "seconds": 300,
+        "pytest": "2,001 passed, 1 xfailed, 7 warnings",
+    }
