@@ -1,7 +1,7 @@
 # Transformers from Scratch: every command sets up .venv first, so a fresh clone needs only these.
 #   make lab        install, then open JupyterLab on the first notebook
 #   make quick      install, then ruff and every test that trains nothing and runs no notebook (about 30 s)
-#   make test       install, then lint, every test and every notebook re-executed by nbval
+#   make test       install, then lint, every test (but those of make gpu-dry-run) and every notebook under nbval
 #   make outputs    re-execute every notebook on the CPU and store its outputs (commit the result)
 #   make notebooks  rebuild notebooks/*.ipynb from notebooks/src/*.py without running them
 #   make benchmark  time our Transformer against nn.Transformer (see benchmarks/README.md)
@@ -77,15 +77,15 @@ quick: ruff
 	$(if $(filter 1,$(JOBS)),,OMP_NUM_THREADS=1) $(BIN)/python -m pytest -p no:nbval tests -m "not slow" -q $(if $(filter 1,$(JOBS)),,-n $(JOBS))
 
 unit: install
-	$(CPU_ONLY) $(call pytest_parallel,$(VENV)) tests -q
+	$(CPU_ONLY) $(call pytest_parallel,$(VENV)) tests -m "not dry_run" -q
 
 nbval: install
 	$(CPU_ONLY) $(call pytest_parallel,$(VENV)) notebooks $(NBVAL) -q
 
-# The type check (one process, about 25 s) runs beside the tests, whose workers leave a core free now and then; the
+# The type check (one process, about 20 s) runs beside the tests, whose workers leave a core free now and then; the
 # tests marked dry_run check the GPU tools on the CPU and run in make gpu-dry-run.
 test: ruff
-	@$(BIN)/basedpyright --project pyproject.toml --pythonpath $(BIN)/python > $(VENV)/basedpyright.log 2>&1 & typing=$$!; \
+	$(BIN)/basedpyright --project pyproject.toml --pythonpath $(BIN)/python > $(VENV)/basedpyright.log 2>&1 & typing=$$!; \
 	$(CPU_ONLY) $(call pytest_parallel,$(VENV)) tests notebooks $(NBVAL) -m "not dry_run" -q; tests=$$?; \
 	wait $$typing; typed=$$?; echo "basedpyright:"; cat $(VENV)/basedpyright.log; exit $$((tests || typed))
 

@@ -3,8 +3,8 @@
 ``make test`` runs them in parallel with pytest-xdist (``-n 2 --dist loadscope``). A notebook's cells share one
 kernel, so they must run in one worker, in order: here a notebook is one unit of work, and every other test a unit
 of its own, so that the tests fill the gaps the notebooks leave. xdist hands out the units with the most items
-first (the notebooks), then the others in the order of the collection, which puts the slow tests (student editions
-run through the grader, training; the later chapters first) before the quick ones.
+first (the notebooks), then the others in the order of the collection, which puts the slow tests (the grader's,
+training; the later chapters first) before the quick ones.
 """
 
 from __future__ import annotations

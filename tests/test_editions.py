@@ -40,14 +40,25 @@ GPU_OR_TRAINING = re.compile(r"gpu_branch|get_device|cuda|autocast|SKIP_TRAINING
 
 
 def _bound(tree: ast.Module) -> set[str]:
-    """The names a cell binds at its top level: functions, classes, assignments."""
-    names = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    """The names a cell binds in the notebook's namespace: by assignment, loop, ``with``, import, ``def`` or ``class``
+    (not inside a function, a class or a comprehension, whose names are their own)."""
+    names: set[str] = set()
+    own_scope = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+                 ast.DictComp, ast.GeneratorExp)  # fmt: skip
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(child.name)
+            if isinstance(child, own_scope):
+                continue
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                names.add(child.id)
+            elif isinstance(child, ast.alias):
+                names.add((child.asname or child.name).split(".")[0])
+            visit(child)
+
+    visit(tree)
     return names
 
 

@@ -42,5 +42,5 @@ def test_a_ci_run_is_summarised_from_its_stage_logs(tmp_path):
     assert summary["stages"][1] == {
         "name": "make test",
         "seconds": 300,
-        "pytest": "2,001 passed, 1 xfailed, 7 warnings",
+        "pytest": "2,001 passed, 1 xfailed, 7 warnings in 290 s",
     }

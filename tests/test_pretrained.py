@@ -117,7 +117,7 @@ def test_the_translator_reproduces_its_recorded_validation_bleu_with_the_alpha_c
     recorded = pretrained.metrics
     alpha = recorded["alpha"]  # chosen on the validation set: the best of the alphas tried there
     assert alpha == max(ALPHAS, key=lambda a: recorded[f"val_bleu_beam4_alpha{a}"])
-    assert (
+    assert (  # the recorded test scores meet the course's bar: a retrained checkpoint below it fails here
         min(recorded["bleu_beam1"], recorded["bleu_beam4"]) >= 33
         and recorded["bleu_beam4"] >= recorded["bleu_beam1"] + 0.5
     )

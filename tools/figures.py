@@ -9,10 +9,12 @@ results file.
     python tools/figures.py --check                  # name the tables that differ from their results (exit 1)
     python tools/figures.py --summarise-ci build     # .ci/run's last step: build/ci.json from its stage logs
     python tools/figures.py --record-ci ../fresh/build/ci.json   # a clean clone's CI run becomes docs/figures/ci.json
+    python tools/figures.py --measure-skip-training   # time chapters 06-08 with SKIP_TRAINING (2 minutes)
 
 Results files: ``docs/figures/ci.json`` (the stages of the last clean-clone run of ``.ci/run``),
 ``docs/lessons/run_times.json`` (``make outputs``: every notebook and section on the CPU, also the lesson plans'
-source), ``docs/figures/skip_training.json`` (the training chapters with ``SKIP_TRAINING``) and
+source), ``docs/figures/skip_training.json`` (``--measure-skip-training``: the training chapters with
+``SKIP_TRAINING``) and
 ``benchmarks/gpu/report.json`` (the last ``make gpu-check``).
 """
 
@@ -22,6 +24,7 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -54,8 +57,8 @@ def ci_table(results: dict) -> str:
         )
     rows.append(f"| **all of `.ci/run`** | | **{results['total_seconds']:,}** | |")
     return "\n".join(rows) + (
-        f"\n\n{results['date']}, a clean clone on {results['machine']} (`.ci/run`, recorded with "
-        "`python tools/figures.py --record-ci`).\n"
+        f"\n\n{results['date']}, commit {results.get('commit', 'unknown')}, a clean clone on {results['machine']} "
+        "(`.ci/run`, recorded with `python tools/figures.py --record-ci`; pytest's own time excludes installing).\n"
     )
 
 
@@ -139,13 +142,46 @@ def summarise_ci(build: Path) -> dict:
         log = build / f"ci-{name.replace(' ', '-')}.log"
         found = SUMMARY.findall(log.read_text(errors="replace")) if log.exists() else []
         if found:
-            stage["pytest"] = ", ".join(counts.strip() for counts, _ in found)
+            stage["pytest"] = "; ".join(f"{counts.strip()} in {float(s):.0f} s" for counts, s in found)
         stages.append(stage)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=build, capture_output=True, text=True)
     return {
         "date": time.strftime("%Y-%m-%d"),
+        "commit": commit.stdout.strip() or "unknown",
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU",
         "stages": stages,
         "total_seconds": sum(s["seconds"] for s in stages),
+    }
+
+
+def measure_skip_training() -> dict:
+    """docs/figures/skip_training.json's measurement: each complete edition that reads SKIP_TRAINING, top to bottom
+    with COURSE_SKIP_TRAINING=1 on the CPU, in a fresh kernel, one after another, the kernel's start included."""
+    import os
+    import platform
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    env = {**os.environ, "COURSE_SKIP_TRAINING": "1", "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "",
+           "COURSE_PROGRESS": "text", "PYTHONHASHSEED": "0"}  # fmt: skip
+    seconds = {}
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        if not any(c.cell_type == "code" and "SKIP_TRAINING" in c.source for c in nb.cells):
+            continue
+        start = time.perf_counter()
+        NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute(env=env)
+        seconds[path.stem] = round(time.perf_counter() - start)
+        print(f"{path.stem}: {seconds[path.stem]} s with SKIP_TRAINING")
+    return {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
+        "what": "python tools/figures.py --measure-skip-training: each training chapter's complete edition top to "
+        "bottom with COURSE_SKIP_TRAINING=1 (the shipped weights instead of training), the kernel's start included",
+        "seconds": seconds,
     }
 
 
@@ -154,7 +190,12 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="only name the tables that differ (exit 1 if any)")
     parser.add_argument("--summarise-ci", type=Path, metavar="BUILD", help="write BUILD/ci.json from .ci/run's logs")
     parser.add_argument("--record-ci", type=Path, metavar="CI_JSON", help="make a CI run's ci.json the recorded one")
+    parser.add_argument(
+        "--measure-skip-training", action="store_true", help="time the training chapters' SKIP_TRAINING runs"
+    )
     args = parser.parse_args()
+    if args.measure_skip_training:
+        (ROOT / SKIP_TRAINING).write_text(json.dumps(measure_skip_training(), indent=1) + "\n")
     if args.summarise_ci:
         (args.summarise_ci / "ci.json").write_text(json.dumps(summarise_ci(args.summarise_ci), indent=1) + "\n")
         return 0
