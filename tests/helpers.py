@@ -48,3 +48,49 @@ def operators(fn) -> collections.Counter:
     with benchmark_module("common").OperatorCount() as count:
         fn()
     return count.computing
+
+
+# --- answers several checkers' tests share ---
+def wrong_choices(q):
+    """Every other letter, with the explanation of its misconception; then answers that are no letter at all."""
+    letters = [(c, f"({c}) {q.choices[c]}") for c in q.choices if c != q.answer]
+    return [
+        *letters,
+        ("z", "is not one of the choices"),
+        ("b and c", "is not one of the choices"),
+        (2, "is not one of the choices"),
+        ("", "is not one of the choices"),
+    ]
+
+
+def rotary(x, positions, theta, *, pairing="halves", exponent=1.0, sign=1.0, theta_=None, ignore_positions=False,
+           precedence=False, d_=None):  # fmt: skip
+    """A rotary embedding of pairs (i, i + d/2), with one switch per classic mistake."""
+    d, theta = d_ or x.size(-1), theta_ or theta
+    pos = torch.arange(x.size(-2)) if ignore_positions else positions
+    two_i = torch.arange(0, d, 2, dtype=torch.float32)
+    omega = (theta**-two_i) / d if precedence else theta ** (-exponent * two_i / d)
+    angles = sign * pos.float()[:, None] * omega
+    cos, sin = angles.cos(), angles.sin()
+    if pairing == "interleaved":
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+
+# --- references and their classic variants --------------------------------------------------------------------
+
+
+def rope_reference(x, exponent=1.0, halves=False, direction=1.0, start=0):
+    """Rotary embedding of x (..., T, d): pairs (2i, 2i+1), or (i, i + d/2) with ``halves``."""
+    T, d = x.shape[-2:]
+    pos = torch.arange(start, start + T, dtype=torch.float32)[:, None]  # (T, 1)
+    two_i = torch.arange(0, d, 2, dtype=torch.float32)  # (d / 2,)
+    angle = direction * pos / 10000 ** (exponent * two_i / d)  # (T, d / 2)
+    cos, sin = angle.cos(), angle.sin()
+    first, second = (slice(0, d // 2), slice(d // 2, d)) if halves else (slice(0, d, 2), slice(1, d, 2))
+    a, b = x[..., first], x[..., second]
+    out = torch.empty_like(x)
+    out[..., first], out[..., second] = a * cos - b * sin, a * sin + b * cos
+    return out

@@ -15,7 +15,7 @@ One module per topic, in the order the chapters meet them:
 
 A new checker is a function ``check_x(fn)`` in its topic's module that defines ``run() -> str`` (raise ``NotYet``
 with the message that names the mistake; return the success message) and returns ``verdict(run)``; export it
-below and test it in ``tests/test_checks_chNN.py`` with right, unfinished and classically wrong answers.
+below and test it in its module's ``tests/test_checks_<module>.py`` with right, unfinished and classically wrong answers.
 """
 
 from ._core import Verdict

@@ -1,5 +1,7 @@
-"""Students' answers to the attention exercises of chapters 01 and 02: every right answer, however it is written, passes;
-every classic wrong one fails, with a message that names its mistake."""
+"""The checkers of ``course_utils.checks.attention``, attention (chapters 01-02), against students' answers: right
+answers written in other styles pass, each classic mistake fails with a message that names it, and an unwritten stub
+is reported as not attempted.
+"""
 
 import math
 
@@ -14,8 +16,10 @@ from course_utils.checks import (
     check_attention_with_bias,
     check_fused_head_projections,
     check_grouped_query_attention,
+    check_masked_mean,
     check_merge_heads,
     check_scaled_dot_product_attention,
+    check_sliding_window_mask,
     check_split_heads,
 )
 
@@ -148,14 +152,32 @@ def attention_sqrt_d_k_hard_coded(query, key, value, mask=None):
 
 
 attention_softmax_over_queries = attention_variant(softmax=lambda s: s.softmax(dim=-2))
+
+
 attention_softmax_without_dim = attention_variant(softmax=lambda s: F.softmax(s))
+
+
 attention_softmax_dim_2 = attention_variant(softmax=lambda s: s.softmax(dim=2))
+
+
 attention_transpose_1_2 = attention_variant(transpose=lambda k: k.transpose(1, 2))
+
+
 attention_flipped_mask = attention_variant(hide=lambda s, m: s.masked_fill(m, float("-inf")))
+
+
 attention_flipped_mask_minus_1e9 = attention_variant(hide=lambda s, m: s.masked_fill(m == 1, -1e9))
+
+
 attention_mask_ignored = attention_variant(hide=lambda s, m: s)
+
+
 attention_mask_after_softmax = attention_variant(hide=lambda s, m: s, after=lambda w, m: w.masked_fill(~m, 0.0))
+
+
 attention_mask_filled_with_zero = attention_variant(hide=lambda s, m: s.masked_fill(~m, 0))
+
+
 attention_mask_added = attention_variant(hide=lambda s, m: s + m)
 
 
@@ -226,6 +248,7 @@ ATTENTION_RIGHT = cases(
     (attention_pytorch,),
     (scaled_dot_product_attention,),
 )
+
 
 ATTENTION_WRONG = cases(
     (attention_no_scaling, "not divided by sqrt(d_k)"),
@@ -314,12 +337,26 @@ def bias_variant(scores_to_weights):
 
 
 bias_after_softmax = bias_variant(lambda s, b, r: (s / r).softmax(-1) + b)
+
+
 bias_divided_too = bias_variant(lambda s, b, r: ((s + b) / r).softmax(-1))
+
+
 bias_ignored = bias_variant(lambda s, b, r: (s / r).softmax(-1))
+
+
 bias_multiplies = bias_variant(lambda s, b, r: (s / r * b).softmax(-1))
+
+
 bias_no_scaling = bias_variant(lambda s, b, r: (s + b).softmax(-1))
+
+
 bias_subtracted = bias_variant(lambda s, b, r: (s / r - b).softmax(-1))
+
+
 bias_softmax_over_queries = bias_variant(lambda s, b, r: (s / r + b).softmax(-2))
+
+
 bias_sqrt_8_hard_coded = bias_variant(lambda s, b, r: (s / math.sqrt(8) + b).softmax(-1))
 
 
@@ -352,6 +389,7 @@ BIAS_RIGHT = cases(
     (bias_queries_scaled_first_float64,),
     (bias_with_a_masked_attention,),
 )
+
 
 BIAS_WRONG = cases(
     (bias_after_softmax, "the bias is added after the softmax"),
@@ -467,6 +505,7 @@ SPLIT_RIGHT = cases(
     (split_torch_split,),
 )
 
+
 SPLIT_WRONG = cases(
     (split_no_transpose, "shape (B, T, h, d_k)"),
     (split_view_heads_first, "mixes positions"),
@@ -561,6 +600,7 @@ MERGE_RIGHT = cases(
     (merge_contiguous_view,),
     (merge_einsum,),
 )
+
 
 MERGE_WRONG = cases(
     (merge_no_transpose, "transpose(1, 2) back to (B, T, h, d_k) before the reshape"),
@@ -660,6 +700,7 @@ FUSE_RIGHT = cases(
     (fuse_hstack_t,),
     (fuse_einsum,),
 )
+
 
 FUSE_WRONG = cases(
     (fuse_not_transposed, "nn.Linear stores its weight as (out, in)"),
@@ -783,6 +824,7 @@ GQA_RIGHT = cases(
     (gqa_einsum,),
 )
 
+
 GQA_WRONG = cases(
     (gqa_tiled_with_repeat, "query head i uses key/value head i % g"),
     (gqa_loop_modulo, "k.repeat_interleave(h // g, dim=1)"),
@@ -825,3 +867,102 @@ def test_wrong_grouped_query_attention_is_named(answer, named, capsys):
 def test_an_unwritten_stub_is_not_attempted(check, capsys):
     ok, out = verdict(check, todo, capsys)
     assert not ok and "not written yet" in out
+
+
+def sliding_window(size, window):
+    i, j = torch.arange(size)[:, None], torch.arange(size)
+    return (j <= i) & (j > i - window)
+
+
+def masked_mean(x, mask):
+    keep = mask.unsqueeze(-1).float()  # (B, T, 1)
+    return (x * keep).sum(dim=1) / keep.sum(dim=1)
+
+
+def biased(q, k, v, bias):
+    return ((q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1)) + bias).softmax(-1) @ v
+
+
+def fused(heads):
+    return torch.cat(heads, dim=1).T
+
+
+def gqa(q, k, v):
+    group = q.size(1) // k.size(1)
+    return scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1))
+
+
+CHECKS = [
+    (check_sliding_window_mask, sliding_window),
+    (check_masked_mean, masked_mean),
+    (check_attention_with_bias, biased),
+    (check_fused_head_projections, fused),
+    (check_grouped_query_attention, gqa),
+]
+
+
+@pytest.mark.parametrize("check, reference", CHECKS)
+def test_the_reference_passes(check, reference, capsys):
+    ok, out = verdict(check, reference, capsys)
+    assert ok and out.startswith("✅")
+
+
+@pytest.mark.parametrize("check", [check for check, _ in CHECKS])
+def test_an_unwritten_stub_of_a_transfer_exercise_is_not_attempted(check, capsys):
+    ok, out = verdict(check, todo, capsys)
+    assert not ok and "not written yet" in out
+
+
+def test_the_attention_checker_says_it_compared_with_pytorch(capsys):
+    ok, out = verdict(check_scaled_dot_product_attention, scaled_dot_product_attention, capsys)
+    assert ok and "F.scaled_dot_product_attention" in out
+
+
+@pytest.mark.parametrize(
+    "buggy, named",
+    [
+        (lambda q, k, v, b: ((q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(-1) + b) @ v, "after the softmax"),
+        (lambda q, k, v, b: ((q @ k.transpose(-2, -1) + b) / math.sqrt(q.size(-1))).softmax(-1) @ v, "divided by sqrt"),
+        (lambda q, k, v, b: scaled_dot_product_attention(q, k, v)[0], "ignored"),
+        (lambda q, k, v, b: (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)) * b).softmax(-1) @ v, "multiplies"),
+    ],
+)  # fmt: skip
+def test_attention_bias_mistakes_are_named(buggy, named, capsys):
+    ok, out = verdict(check_attention_with_bias, buggy, capsys)
+    assert not ok and named in out
+
+
+@pytest.mark.parametrize(
+    "buggy, named",
+    [
+        (lambda heads: torch.cat(heads, dim=1), "(out, in)"),
+        (lambda heads: torch.stack(heads, dim=-1).flatten(1).T, "interleaved"),
+        (lambda heads: torch.cat(heads, dim=0), "input axis"),
+        (lambda heads: torch.cat([w.T for w in heads], dim=1), "input axis"),
+    ],
+)
+def test_fused_projection_mistakes_are_named(buggy, named, capsys):
+    ok, out = verdict(check_fused_head_projections, buggy, capsys)
+    assert not ok and named in out
+
+
+def test_grouped_query_attention_tiled_with_repeat_is_named(capsys):
+    def tiled(q, k, v):
+        group = q.size(1) // k.size(1)
+        return scaled_dot_product_attention(q, k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1))
+
+    ok, out = verdict(check_grouped_query_attention, tiled, capsys)
+    assert not ok and "repeat_interleave" in out
+
+
+def test_grouped_query_attention_with_one_shared_head_is_named(capsys):
+    def first_only(q, k, v):
+        return scaled_dot_product_attention(q, k[:, :1], v[:, :1])
+
+    ok, out = verdict(check_grouped_query_attention, first_only, capsys)
+    assert not ok and "multi-query" in out
+
+
+def test_the_grouped_query_reference_is_pytorchs():
+    q, k, v = torch.randn(2, 6, 3, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
+    torch.testing.assert_close(gqa(q, k, v)[0], F.scaled_dot_product_attention(q, k, v, enable_gqa=True))

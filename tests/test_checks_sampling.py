@@ -1,214 +1,22 @@
-"""Chapter 07's checkers against students' answers: right ones written in other ways pass, classic mistakes fail
-with a message that names them (the GPT block, one sampling step, top-p, one key/value cache step)."""
+"""The checkers of ``course_utils.checks.sampling``, sampling (chapter 07), against students' answers: right answers
+written in other styles pass, each classic mistake fails with a message that names it, and an unwritten stub is
+reported as not attempted.
+"""
 
 import math
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from helpers import verdict
 
-from course_utils.checks import check_gpt_block, check_kv_cache_step, check_sampling_step, check_top_p
+from course_utils.checks import check_sampling_step, check_top_p
 
-NOT_CAUSAL = "no causal mask: every position also reads the future tokens"
-CALLED = "you called layer(...) itself"
-NORMALISED = "the residual stream itself is normalised"
-FLIPPED = "the mask's convention is flipped"
-HARD_CODED = "right for the first test case but not with"
 IN_PLACE = "in place"
 
 
 def ids(cases):
     return [fn.__name__ for fn, *_ in cases]
-
-
-# --- the GPT block ---------------------------------------------------------------------------------------------
-
-
-def block_solution(block, x):  # the notebook's solution
-    h = block.norm1(x)  # (B, T, d_model)
-    x = x + block.self_attn(query=h, key=h, value=h, is_causal=True)[0]  # (B, T, d_model)
-    return x + block.feed_forward(block.norm2(x))  # (B, T, d_model)
-
-
-def block_explicit_tril_mask(block, x):
-    T = x.size(1)
-    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # True = may attend
-    h = block.norm1(x)
-    attended, _ = block.self_attn(h, h, h, mask)
-    y = x + attended
-    return y + block.feed_forward(block.norm2(y))
-
-
-def block_mask_from_parameters_device(block, x):
-    T = x.shape[1]
-    device = next(block.parameters()).device
-    causal = torch.tril(torch.ones(T, T, device=device)).bool().view(1, 1, T, T)
-    out = x + block.self_attn(query=block.norm1(x), key=block.norm1(x), value=block.norm1(x), mask=causal)[0]
-    out = out + block.feed_forward(block.norm2(out))
-    return out
-
-
-def block_sublayer_methods(block, x):  # GPTBlock's own sublayer helpers, not its forward (dropout is off)
-    x = x + block.self_attention_block(block.norm1(x))
-    return x + block.feed_forward_block(block.norm2(x))
-
-
-def block_arange_mask(block, x):
-    positions = torch.arange(x.shape[-2], device=x.device)
-    may_attend = positions[None, :] <= positions[:, None]  # key <= query
-    residual = x
-    h = block.norm1(x)
-    x = residual + block.self_attn(query=h, key=h, value=h, mask=may_attend)[0]
-    residual = x
-    return residual + block.feed_forward(block.norm2(x))
-
-
-BLOCK_RIGHT = [
-    block_solution,
-    block_explicit_tril_mask,
-    block_mask_from_parameters_device,
-    block_sublayer_methods,
-    block_arange_mask,
-]
-
-
-@pytest.mark.parametrize("fn", BLOCK_RIGHT, ids=[f.__name__ for f in BLOCK_RIGHT])
-def test_gpt_block_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_gpt_block, fn, capsys)
-    assert ok, out
-    assert "GPT block is right" in out
-
-
-def block_calls_itself(block, x):
-    return block(x)
-
-
-def block_not_causal(block, x):
-    h = block.norm1(x)
-    x = x + block.self_attn(query=h, key=h, value=h)[0]
-    return x + block.feed_forward(block.norm2(x))
-
-
-def block_normalised_stream(block, x):
-    x = block.norm1(x)
-    x = x + block.self_attn(query=x, key=x, value=x, is_causal=True)[0]
-    x = block.norm2(x)
-    return x + block.feed_forward(x)
-
-
-def block_normalised_stream_second(block, x):
-    h = block.norm1(x)
-    x = x + block.self_attn(query=h, key=h, value=h, is_causal=True)[0]
-    x = block.norm2(x)
-    return x + block.feed_forward(x)
-
-
-def block_post_norm(block, x):
-    x = block.norm1(x + block.self_attn(query=x, key=x, value=x, is_causal=True)[0])
-    return block.norm2(x + block.feed_forward(x))
-
-
-def block_no_residuals(block, x):
-    h = block.norm1(x)
-    x = block.self_attn(query=h, key=h, value=h, is_causal=True)[0]
-    return block.feed_forward(block.norm2(x))
-
-
-def block_ffn_reads_input(block, x):
-    h = block.norm1(x)
-    a = block.self_attn(query=h, key=h, value=h, is_causal=True)[0]
-    return x + a + block.feed_forward(block.norm2(x))
-
-
-def block_mask_t_hard_coded(block, x):
-    mask = torch.ones(5, 5).tril().bool()  # T = 5, the checker's first T
-    h = block.norm1(x)
-    x = x + block.self_attn(h, h, h, mask)[0]
-    return x + block.feed_forward(block.norm2(x))
-
-
-def block_flipped_mask(block, x):
-    T = x.size(1)
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # PyTorch's convention: True = hidden
-    h = block.norm1(x)
-    x = x + block.self_attn(h, h, h, mask)[0]
-    return x + block.feed_forward(block.norm2(x))
-
-
-def block_detached(block, x):
-    return block_solution(block, x).detach()
-
-
-def block_no_grad(block, x):
-    with torch.no_grad():
-        return block_solution(block, x)
-
-
-def block_numpy(block, x):
-    return torch.from_numpy(np.array(block_solution(block, x).tolist(), dtype=np.float32))
-
-
-def block_in_place(block, x):
-    h = block.norm1(x)
-    x += block.self_attn(query=h, key=h, value=h, is_causal=True)[0]
-    return x + block.feed_forward(block.norm2(x))
-
-
-def block_on_meta(block, x):
-    return torch.empty_like(x, device="meta")
-
-
-def block_returns_tuple(block, x):
-    h = block.norm1(x)
-    x = x + block.self_attn(query=h, key=h, value=h, is_causal=True)
-    return x
-
-
-def block_attention_detached(block, x):
-    """The attention branch taken out of the graph: right values, and a gradient that skips attention."""
-    h = block.norm1(x)
-    x = x + block.self_attn(query=h, key=h, value=h, is_causal=True)[0].detach()
-    return x + block.feed_forward(block.norm2(x))
-
-
-def block_ffn_no_grad(block, x):
-    h = block.norm1(x)
-    x = x + block.self_attn(query=h, key=h, value=h, is_causal=True)[0]
-    with torch.no_grad():
-        f = block.feed_forward(block.norm2(x))
-    return x + f
-
-
-BLOCK_WRONG = [
-    (block_calls_itself, CALLED),
-    (block_not_causal, NOT_CAUSAL),
-    (block_not_causal, "is_causal=True"),
-    (block_normalised_stream, NORMALISED),
-    (block_normalised_stream_second, NORMALISED),
-    (block_post_norm, "post-norm"),
-    (block_no_residuals, "both residual connections are missing"),
-    (block_ffn_reads_input, "reads the block's input"),
-    (block_mask_t_hard_coded, HARD_CODED),
-    (block_flipped_mask, FLIPPED),
-    (block_detached, "cannot be trained through"),
-    (block_no_grad, "cannot be trained through"),
-    (block_numpy, "cannot be trained through"),
-    (block_attention_detached, "right values but not the right gradient with respect to x"),
-    (block_ffn_no_grad, "right values but not the right gradient with respect to x"),
-    (block_in_place, IN_PLACE),
-    (block_on_meta, "is on meta"),
-    (block_returns_tuple, "(output, weights)"),
-]
-
-
-@pytest.mark.parametrize("fn, words", BLOCK_WRONG, ids=ids(BLOCK_WRONG))
-def test_gpt_block_wrong_answers_fail_and_are_named(fn, words, capsys):
-    ok, out = verdict(check_gpt_block, fn, capsys)
-    assert not ok and out.startswith("❌"), out
-    assert words in out, out
-    assert "could not be tested" not in out
 
 
 # --- one sampling step -----------------------------------------------------------------------------------------
@@ -640,156 +448,138 @@ def test_top_p_wrong_answers_fail_and_are_named(fn, words, capsys):
     assert "could not be tested" not in out
 
 
-# --- one key/value cache step ----------------------------------------------------------------------------------
+# --- one sampling step ---------------------------------------------------------------------------------------
 
 
-def kv_solution(cache_k, cache_v, q, k, v):  # the notebook's solution
-    cache_k = torch.cat([cache_k, k], dim=2)  # (B, h, T + 1, d_k)
-    cache_v = torch.cat([cache_v, v], dim=2)  # (B, h, T + 1, d_k)
-    scores = q @ cache_k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, 1, T + 1)
-    return scores.softmax(dim=-1) @ cache_v, cache_k, cache_v  # (B, h, 1, d_k)
+def sampler(*, divide=True, use_temperature=True, use_top_k=True, fill=float("-inf"), invert=False, keep_fewer=False,
+            greedy=False, use_generator=True):  # fmt: skip
+    """A sampling step with one switch per classic mistake."""
+
+    def sample(logits, temperature, top_k, generator):
+        if temperature == 0 or greedy:
+            return logits.argmax(dim=-1, keepdim=True)
+        t = temperature if use_temperature else 1.0
+        z = logits / t if divide else logits * t
+        if top_k is not None and use_top_k:
+            kth = torch.topk(z, top_k).values[:, -1:]
+            drop = z >= kth if invert else z <= kth if keep_fewer else z < kth
+            z = z.masked_fill(drop, fill)
+        return torch.multinomial(z.softmax(-1), 1, generator=generator if use_generator else None)
+
+    return sample
 
 
-def kv_sdpa_list(cache_k, cache_v, q, k, v):  # PyTorch's kernel, a list for the triple
-    keys, values = torch.cat((cache_k, k), dim=-2), torch.cat((cache_v, v), dim=-2)
-    return [F.scaled_dot_product_attention(q, keys, values), keys, values]
+def test_sampling_step_reference_passes(capsys):
+    ok, out = verdict(check_sampling_step, sampler(), capsys)
+    assert ok and out.startswith("✅")
 
 
-def kv_einsum_float64(cache_k, cache_v, q, k, v):
-    keys = torch.cat([cache_k, k], 2)
-    values = torch.cat([cache_v, v], 2)
-    d_k = keys.shape[-1]
-    scores = torch.einsum("bhqd,bhkd->bhqk", q.double(), keys.double()) * d_k**-0.5
-    out = torch.einsum("bhqk,bhkd->bhqd", scores.softmax(-1), values.double())
-    return out.to(q.dtype), keys, values
+def test_sampling_step_accepts_another_way_of_drawing(capsys):
+    def inverse_cdf(logits, temperature, top_k, generator):  # not torch.multinomial: the frequencies still agree
+        if temperature == 0:
+            return logits.argmax(dim=-1, keepdim=True)
+        z = logits / temperature
+        if top_k is not None:
+            z = z.masked_fill(z < torch.topk(z, top_k).values[:, -1:], float("-inf"))
+        u = torch.rand(z.size(0), 1, generator=generator)
+        return torch.searchsorted(z.softmax(-1).cumsum(-1), u).clamp(max=z.size(-1) - 1)
 
-
-def kv_right_aligned_mask(cache_k, cache_v, q, k, v):  # a causal mask lined up with the last key: all True
-    keys, values = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
-    T_q, T_k = q.size(2), keys.size(2)
-    mask = torch.ones(T_q, T_k, dtype=torch.bool, device=q.device).tril(diagonal=T_k - T_q)
-    scores = (q @ keys.transpose(-2, -1)) / keys.size(-1) ** 0.5
-    scores = scores.masked_fill(~mask, float("-inf"))
-    return F.softmax(scores, dim=-1) @ values, keys, values
-
-
-def kv_explicit_loop(cache_k, cache_v, q, k, v):  # one head at a time
-    keys, values = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
-    B, h, _, d_k = q.shape
-    out = torch.empty_like(q)
-    for b in range(B):
-        for head in range(h):
-            scores = keys[b, head] @ q[b, head, 0] / math.sqrt(d_k)  # (T + 1,)
-            out[b, head, 0] = torch.softmax(scores, 0) @ values[b, head]
-    return out, keys, values
-
-
-KV_RIGHT = [kv_solution, kv_sdpa_list, kv_einsum_float64, kv_right_aligned_mask, kv_explicit_loop]
-
-
-@pytest.mark.parametrize("fn", KV_RIGHT, ids=[f.__name__ for f in KV_RIGHT])
-def test_kv_cache_step_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_kv_cache_step, fn, capsys)
+    ok, out = verdict(check_sampling_step, inverse_cdf, capsys)
     assert ok, out
-    assert "key/value cache step is right" in out
 
 
-def kv_cat_last_axis(cache_k, cache_v, q, k, v):
-    cache_k, cache_v = torch.cat([cache_k, k], dim=-1), torch.cat([cache_v, v], dim=-1)
-    return F.scaled_dot_product_attention(q, cache_k, cache_v), cache_k, cache_v
+@pytest.mark.parametrize(
+    "mistake, words",
+    [
+        ({"divide": False}, "multiplied by the temperature"),
+        ({"use_temperature": False}, "temperature has no effect"),
+        ({"use_top_k": False}, "top_k is ignored"),
+        ({"fill": 0.0}, "not 0"),
+        ({"invert": True}, "mask is inverted"),
+        ({"keep_fewer": True}, "keeps k - 1 tokens"),
+        ({"greedy": True}, "always the most likely token"),
+        ({"use_generator": False}, "same seed gives different tokens"),
+    ],
+)
+def test_sampling_step_mistakes_are_named(mistake, words, capsys):
+    ok, out = verdict(check_sampling_step, sampler(**mistake), capsys)
+    assert not ok and words in out
 
 
-def kv_cat_head_axis(cache_k, cache_v, q, k, v):
-    cache_k, cache_v = torch.cat([cache_k, k], dim=1), torch.cat([cache_v, v], dim=1)
-    scores = q @ cache_k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    return scores.softmax(-1) @ cache_v, cache_k, cache_v
+def test_sampling_step_dividing_by_temperature_zero_is_explained(capsys):
+    ok, out = verdict(
+        check_sampling_step, lambda logits, t, k, g: torch.multinomial((logits / t).softmax(-1), 1), capsys
+    )
+    assert not ok and "at temperature 0" in out and "argmax" in out
 
 
-def kv_cat_batch_axis(cache_k, cache_v, q, k, v):
-    cache_k, cache_v = torch.cat([cache_k, k]), torch.cat([cache_v, v])
-    scores = q @ cache_k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    return scores.softmax(-1) @ cache_v, cache_k, cache_v
+def test_sampling_step_returning_probabilities_is_named(capsys):
+    ok, out = verdict(check_sampling_step, lambda logits, t, k, g: logits.softmax(-1), capsys)
+    assert not ok and "(B, 1)" in out
 
 
-def kv_own_key_forgotten(cache_k, cache_v, q, k, v):
-    scores = q @ cache_k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    out = scores.softmax(-1) @ cache_v
-    return out, torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
+# --- top-p -----------------------------------------------------------------------------------------------------
 
 
-def kv_own_key_sliced_off(cache_k, cache_v, q, k, v):
-    cache_k, cache_v = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
-    scores = q @ cache_k[:, :, :-1].transpose(-2, -1) / math.sqrt(q.size(-1))
-    return scores.softmax(-1) @ cache_v[:, :, :-1], cache_k, cache_v
+def top_p(*, crossing=True, sort=True, tail=False, renormalise=True, keep_first=False, back=True):
+    """Top-p with one switch per classic mistake."""
+
+    def nucleus(logits, p):
+        probs = logits.softmax(-1)
+        if sort:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+        else:
+            sorted_probs, order = probs, torch.arange(probs.size(-1)).expand_as(probs)
+        cumulative = sorted_probs.cumsum(-1)
+        keep = cumulative - sorted_probs < p if crossing else cumulative < p
+        if keep_first:
+            keep[:, 0] = True
+        if tail:
+            keep = ~keep
+        keep = keep.scatter(-1, order, keep) if back else keep
+        kept = probs * keep
+        return kept / kept.sum(-1, keepdim=True) if renormalise else kept
+
+    return nucleus
 
 
-def kv_no_scale(cache_k, cache_v, q, k, v):
-    cache_k, cache_v = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
-    return (q @ cache_k.transpose(-2, -1)).softmax(-1) @ cache_v, cache_k, cache_v
+def test_top_p_reference_passes(capsys):
+    ok, out = verdict(check_top_p, top_p(), capsys)
+    assert ok and out.startswith("✅")
 
 
-def kv_scale_hard_coded(cache_k, cache_v, q, k, v):
-    cache_k, cache_v = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
-    return (q @ cache_k.transpose(-2, -1) / 2.0).softmax(-1) @ cache_v, cache_k, cache_v  # sqrt(4): d_k = 4
+def test_top_p_hugging_face_formulation_passes(capsys):
+    def shifted(logits, p):  # remove tokens above the threshold, shifted right by one: the crossing token stays
+        sorted_logits, order = logits.sort(descending=True)
+        remove = sorted_logits.softmax(-1).cumsum(-1) > p
+        remove[..., 1:] = remove[..., :-1].clone()
+        remove[..., 0] = False
+        return logits.masked_fill(remove.scatter(1, order, remove), float("-inf")).softmax(-1)
+
+    ok, out = verdict(check_top_p, shifted, capsys)
+    assert ok, out
 
 
-def kv_scale_by_length(cache_k, cache_v, q, k, v):
-    cache_k, cache_v = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
-    scores = q @ cache_k.transpose(-2, -1) / math.sqrt(cache_k.size(2))
-    return scores.softmax(-1) @ cache_v, cache_k, cache_v
+@pytest.mark.parametrize(
+    "mistake, words",
+    [
+        ({"crossing": False, "keep_first": True}, "the token that crosses p is dropped"),
+        ({"crossing": False}, "a row kept no token"),
+        ({"sort": False}, "sort them in descending order"),
+        ({"tail": True}, "keeps the tail"),
+        ({"renormalise": False}, "renormalise"),
+        ({"back": False}, "still in sorted order"),
+    ],
+)
+def test_top_p_mistakes_are_named(mistake, words, capsys):
+    ok, out = verdict(check_top_p, top_p(**mistake), capsys)
+    assert not ok and words in out
 
 
-def kv_causal_kernel(cache_k, cache_v, q, k, v):  # is_causal aligns the triangle top-left: key 0 only
-    cache_k, cache_v = torch.cat([cache_k, k], 2), torch.cat([cache_v, v], 2)
-    return F.scaled_dot_product_attention(q, cache_k, cache_v, is_causal=True), cache_k, cache_v
+def test_top_p_returning_logits_is_named(capsys):
+    def logits_out(logits, p):
+        keep = top_p()(logits, p) > 0
+        return logits.masked_fill(~keep, float("-inf"))
 
-
-def kv_prepended(cache_k, cache_v, q, k, v):
-    cache_k, cache_v = torch.cat([k, cache_k], dim=2), torch.cat([v, cache_v], dim=2)
-    return F.scaled_dot_product_attention(q, cache_k, cache_v), cache_k, cache_v
-
-
-def kv_values_not_appended(cache_k, cache_v, q, k, v):
-    cache_k = torch.cat([cache_k, k], dim=2)
-    return F.scaled_dot_product_attention(q, cache_k, torch.cat([cache_v, v], dim=2)), cache_k, cache_v
-
-
-def kv_scales_q_in_place(cache_k, cache_v, q, k, v):
-    q /= math.sqrt(q.size(-1))
-    cache_k, cache_v = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
-    return (q @ cache_k.transpose(-2, -1)).softmax(-1) @ cache_v, cache_k, cache_v
-
-
-def kv_on_meta(cache_k, cache_v, q, k, v):
-    out, cache_k, cache_v = kv_solution(cache_k, cache_v, q, k, v)
-    return out.to("meta"), cache_k, cache_v
-
-
-def kv_returns_out_only(cache_k, cache_v, q, k, v):
-    return kv_solution(cache_k, cache_v, q, k, v)[0]
-
-
-KV_WRONG = [
-    (kv_cat_last_axis, "position axis"),
-    (kv_cat_head_axis, "position axis"),
-    (kv_cat_batch_axis, "position axis"),
-    (kv_own_key_forgotten, "before its own key was appended"),
-    (kv_own_key_sliced_off, "before its own key was appended"),
-    (kv_no_scale, "sqrt(d_k)"),
-    (kv_scale_hard_coded, "is a value written into the code"),
-    (kv_scale_by_length, "sqrt(d_k)"),
-    (kv_causal_kernel, "only the first position"),
-    (kv_prepended, "append it at the end"),
-    (kv_values_not_appended, "cache_v has not grown"),
-    (kv_scales_q_in_place, IN_PLACE),
-    (kv_on_meta, "meta"),
-    (kv_returns_out_only, "return a triple"),
-]
-
-
-@pytest.mark.parametrize("fn, words", KV_WRONG, ids=ids(KV_WRONG))
-def test_kv_cache_step_wrong_answers_fail_and_are_named(fn, words, capsys):
-    ok, out = verdict(check_kv_cache_step, fn, capsys)
-    assert not ok and out.startswith("❌"), out
-    assert words in out, out
-    assert "could not be tested" not in out
+    ok, out = verdict(check_top_p, logits_out, capsys)
+    assert not ok and "return probabilities" in out

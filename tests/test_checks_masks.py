@@ -1,5 +1,7 @@
-"""Students' answers to chapter 01's mask exercises (causal, padding, sliding-window masks, masked mean): the right
-ones, however written, pass; the wrong ones fail, each told its actual mistake."""
+"""The checkers of ``course_utils.checks.masks``, masks (chapter 01), against students' answers: right answers
+written in other styles pass, each classic mistake fails with a message that names it, and an unwritten stub is
+reported as not attempted.
+"""
 
 import numpy as np
 import pytest
@@ -388,3 +390,48 @@ def test_wrong_masked_means_are_named(answer, message, capsys):
     ok, out = verdict(check_masked_mean, answer, capsys)
     assert not ok and out.startswith("❌")
     assert message in out, out
+
+
+def sliding_window(size, window):
+    i, j = torch.arange(size)[:, None], torch.arange(size)
+    return (j <= i) & (j > i - window)
+
+
+def masked_mean(x, mask):
+    keep = mask.unsqueeze(-1).float()  # (B, T, 1)
+    return (x * keep).sum(dim=1) / keep.sum(dim=1)
+
+
+@pytest.mark.parametrize(
+    "buggy, named",
+    [
+        (lambda n, w: sliding_window(n, w + 1), "off by one"),
+        (lambda n, w: sliding_window(n, w - 1), "sees only"),
+        (lambda n, w: (torch.arange(n)[:, None] - torch.arange(n)).abs() < w, "future is allowed"),
+        (lambda n, w: sliding_window(n, w).T, "transposed"),
+        (lambda n, w: torch.ones(n, n, dtype=torch.bool).tril(), "window="),
+    ],
+)  # fmt: skip
+def test_sliding_window_mistakes_are_named(buggy, named, capsys):
+    ok, out = verdict(check_sliding_window_mask, buggy, capsys)
+    assert not ok and named in out
+
+
+def test_sliding_window_off_by_one_says_how_many_positions(capsys):
+    _, out = verdict(check_sliding_window_mask, lambda n, w: sliding_window(n, w + 1), capsys)
+    assert "sees 4 positions" in out
+
+
+@pytest.mark.parametrize(
+    "buggy, named",
+    [
+        (lambda x, m: x.mean(dim=1), "padding is averaged in"),
+        (lambda x, m: (x * m.unsqueeze(-1)).sum(dim=1) / x.size(1), "divided by T"),
+        (lambda x, m: (x * m.unsqueeze(-1)).sum(dim=1), "a sum, not a mean"),
+        (lambda x, m: masked_mean(x, ~m), "mean over the padding"),
+        (lambda x, m: masked_mean(x, m)[:, None], "keepdim"),
+    ],
+)
+def test_masked_mean_mistakes_are_named(buggy, named, capsys):
+    ok, out = verdict(check_masked_mean, buggy, capsys)
+    assert not ok and named in out

@@ -1,5 +1,7 @@
-"""Chapter 04's checkers against students' answers: every right answer, however it is written, passes; every classic
-wrong one fails with a message that names its mistake."""
+"""The checkers of ``course_utils.checks.layers``, layers (chapter 04), against students' answers: right answers
+written in other styles pass, each classic mistake fails with a message that names it, and an unwritten stub is
+reported as not attempted.
+"""
 
 import math
 
@@ -7,11 +9,21 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import todo, verdict
+from helpers import rope_reference, todo, verdict
 
 from course_utils import padding_mask
-from course_utils.checks import check_encoder_layer, check_layer_norm, check_pre_norm_layer, check_rms_norm
+from course_utils.checks import (
+    check_alibi_bias,
+    check_encoder_layer,
+    check_layer_norm,
+    check_pre_norm_layer,
+    check_rms_norm,
+    check_rotary_embedding,
+    check_sinusoidal_encoding,
+)
 from course_utils.checks._core import MISTAKES
+from course_utils.checks.predictions import QUESTIONS
+from course_utils.model.positional import sinusoidal_encoding
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -675,3 +687,128 @@ def test_wrong_pre_norm_layers_fail_named(fn, named, capsys):
 def test_an_unwritten_stub_is_not_attempted(check, capsys):
     ok, out = verdict(check, todo, capsys)
     assert not ok and "not written yet" in out
+
+
+def alibi_reference(T, slope, sign=-1.0, absolute=True):
+    distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # (T, T): i - j
+    return sign * slope * (distance.abs() if absolute else distance).float()
+
+
+def post_norm(layer, x, mask, *, pre=False, residual=True, use_mask=True, swap=False):
+    n1, n2 = (layer.norm2, layer.norm1) if swap else (layer.norm1, layer.norm2)
+    attend = lambda h: layer.self_attn(h, h, h, mask if use_mask else None)[0]  # noqa: E731
+    if pre:
+        x = x + attend(n1(x))
+        return x + layer.feed_forward(n2(x))
+    h = n1((x if residual else 0) + attend(x))
+    return n2((h if residual else 0) + layer.feed_forward(h))
+
+
+def rms_norm(x, weight, eps):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+# --- every checker: the reference passes, a stub is not attempted ----------------------------------------------
+
+REFERENCES = [
+    (check_sinusoidal_encoding, sinusoidal_encoding),
+    (check_rotary_embedding, rope_reference),
+    (check_alibi_bias, alibi_reference),
+    (check_encoder_layer, post_norm),
+    (check_pre_norm_layer, lambda layer, x, mask: post_norm(layer, x, mask, pre=True)),
+    (check_rms_norm, rms_norm),
+]
+
+
+@pytest.mark.parametrize("check, reference", REFERENCES, ids=lambda v: getattr(v, "__name__", ""))
+def test_the_reference_passes(check, reference, capsys):
+    ok, out = verdict(check, reference, capsys)
+    assert ok and out.startswith("✅"), out
+
+
+@pytest.mark.parametrize("check", [check for check, _ in REFERENCES], ids=lambda c: c.__name__)
+def test_an_unwritten_stub_of_a_transfer_exercise_is_not_attempted(check, capsys):
+    ok, out = verdict(check, todo, capsys)
+    assert not ok and "not written yet" in out
+
+
+def test_the_encoder_layer_checker_compares_with_torch(capsys):
+    ok, out = verdict(check_encoder_layer, post_norm, capsys)
+    assert ok and "nn.TransformerEncoderLayer" in out
+
+
+# --- 04: the encoder layer ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "variant, named",
+    [
+        (dict(pre=True), "this is pre-norm"),
+        (dict(residual=False), "residual connections are missing"),
+        (dict(use_mask=False), "mask is ignored"),
+        (dict(swap=True), "norm1 and norm2 are swapped"),
+    ],
+)
+def test_encoder_layer_mistakes_are_named(variant, named, capsys):
+    ok, out = verdict(check_encoder_layer, lambda layer, x, mask: post_norm(layer, x, mask, **variant), capsys)
+    assert not ok and named in out, out
+
+
+def test_encoder_layer_with_one_residual_missing_is_named(capsys):
+    def second_missing(layer, x, mask):
+        h = layer.norm1(x + layer.self_attn(x, x, x, mask)[0])
+        return layer.norm2(layer.feed_forward(h))
+
+    ok, out = verdict(check_encoder_layer, second_missing, capsys)
+    assert not ok and "second residual connection is missing" in out
+
+
+def test_encoder_layer_whose_ffn_reads_x_is_named(capsys):
+    def reads_x(layer, x, mask):
+        h = layer.norm1(x + layer.self_attn(x, x, x, mask)[0])
+        return layer.norm2(h + layer.feed_forward(x))
+
+    ok, out = verdict(check_encoder_layer, reads_x, capsys)
+    assert not ok and "feed-forward network reads x" in out
+
+
+def test_encoder_layer_adding_the_attention_tuple_gets_a_hint(capsys):
+    def tuple_added(layer, x, mask):
+        return layer.norm1(x + layer.self_attn(x, x, x, mask))
+
+    ok, out = verdict(check_encoder_layer, tuple_added, capsys)
+    assert not ok and "take its [0]" in out
+
+
+def test_pre_norm_layer_ignoring_the_mask_is_named(capsys):
+    ok, out = verdict(
+        check_pre_norm_layer, lambda layer, x, mask: post_norm(layer, x, mask, pre=True, use_mask=False), capsys
+    )
+    assert not ok and "mask is ignored" in out
+
+
+# --- 04: RMSNorm -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn, named",
+    [
+        (lambda x, w, eps: F.layer_norm(x, x.shape[-1:], w, None, eps), "mean is subtracted"),
+        (lambda x, w, eps: x / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w, "variance is used"),
+        (lambda x, w, eps: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w, "eps is outside"),
+        (lambda x, w, eps: x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) / (x.size(-1) - 1) + eps) * w, "d - 1"),
+        (lambda x, w, eps: rms_norm(x, torch.ones_like(w), eps), "scale is missing"),
+    ],
+)
+def test_rms_norm_mistakes_are_named(fn, named, capsys):
+    ok, out = verdict(check_rms_norm, fn, capsys)
+    assert not ok and named in out, out
+
+
+# --- predictions -------------------------------------------------------------------------------------------------
+
+OURS = ["shuffled-tokens", "post-norm-warmup"]
+
+
+def test_our_questions_belong_to_our_chapters():
+    assert QUESTIONS["shuffled-tokens"].chapter == "03" and QUESTIONS["post-norm-warmup"].chapter == "04"

@@ -1,0 +1,140 @@
+"""The checkers of ``course_utils.checks.bug_lab``, the bug lab (chapter 09), against students' answers: right
+answers written in other styles pass, each classic mistake fails with a message that names it, and an unwritten stub
+is reported as not attempted.
+"""
+
+import numpy as np
+import pytest
+import torch
+from helpers import judged, todo, wrong_choices
+
+from course_utils.checks import (
+    check_diagnosis,
+    check_future_leak,
+)
+from course_utils.checks.bug_lab import MYSTERIES
+
+
+def right_forms(letter):
+    """A letter as students write it: lower case, upper case, in parentheses, with spaces."""
+    return [letter, letter.upper(), f"({letter})", f" {letter} "]
+
+
+@pytest.mark.parametrize("name", sorted(MYSTERIES))
+def test_a_diagnosis_is_right_as_a_letter_or_as_a_function_returning_it(name, capsys):
+    answer = MYSTERIES[name].answer
+    forms = [*right_forms(answer), lambda: answer, lambda: answer.upper()]
+    for form in forms:
+        assert check_diagnosis(form, name), capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(MYSTERIES))
+def test_a_wrong_diagnosis_is_explained(name, capsys):
+    m = MYSTERIES[name]
+
+    def crashes():
+        raise ValueError("the probe needs a model")
+
+    wrong = [*wrong_choices(m), (crashes, "raised ValueError: the probe needs a model"), (todo, "not written yet")]
+    assert len(wrong) >= 5
+    for answer, words in wrong:
+        assert not check_diagnosis(answer, name)
+        out = capsys.readouterr().out
+        assert words in out, (answer, out)
+
+
+# --- 09: the causality probe's core step ------------------------------------------------------------------------------
+
+
+def leak_solution(fn, tokens, j, new_id):  # the notebook's solution
+    changed = tokens.clone()
+    changed[:, j] = new_id
+    with torch.no_grad():
+        return float((fn(changed)[:, :j] - fn(tokens)[:, :j]).abs().max())
+
+
+def leak_where_one_call(fn, tokens, j, new_id):
+    """torch.where builds the changed batch; both batches go through the model in one call; a 0-d tensor back."""
+    B, T = tokens.shape
+    at_j = torch.arange(T, device=tokens.device) == j
+    changed = torch.where(at_j, torch.full_like(tokens, new_id), tokens)
+    with torch.inference_mode():
+        out = fn(torch.cat([tokens, changed]))
+    return (out[B:, :j] - out[:B, :j]).abs().amax()
+
+
+def leak_loop(fn, tokens, j, new_id):
+    """A loop over the earlier positions, max() of Python floats, index_fill for the copy."""
+    changed = tokens.index_fill(1, torch.tensor([j]), new_id)
+    before, after = fn(tokens).detach(), fn(changed).detach()
+    return max(float((after[:, i] - before[:, i]).abs().max()) for i in range(j))
+
+
+def leak_numpy(fn, tokens, j, new_id):
+    changed = tokens.detach().clone()
+    changed[:, j].fill_(new_id)
+    with torch.no_grad():
+        a, b = fn(tokens).numpy(), fn(changed).numpy()
+    return np.abs(b[:, :j] - a[:, :j]).max()
+
+
+def leak_with(mistake):
+    def probe(fn, tokens, j, new_id):
+        changed = tokens if mistake == "in-place" else tokens.clone()
+        before = fn(tokens).detach()
+        position = 0 if mistake == "token-0" else j
+        if mistake == "first-sequence":
+            changed[0, position] = new_id
+        elif mistake == "row-j":
+            changed[j] = new_id
+        else:
+            changed[:, position] = 0 if mistake == "hard-coded-new-id" else new_id
+        with torch.no_grad():
+            diff = fn(changed) - before
+        part = {
+            "position-0": diff[:, :1],
+            "position-j-1": diff[:, j - 1 : j],
+            "through-j": diff[:, : j + 1],
+            "everywhere": diff,
+            "after-j": diff[:, j + 1 :],
+        }.get(mistake, diff[:, :j])
+        if mistake == "mean":
+            return part.abs().mean().item()
+        if mistake == "no-abs":
+            return part.max().item()
+        if mistake == "meta":
+            return part.abs().max().to("meta")
+        return part.abs().max().item()
+
+    return probe
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [leak_solution, leak_where_one_call, leak_loop, leak_numpy, leak_with(None)],
+    ids=["notebook", "where-one-call-tensor", "loop-index-fill", "numpy", "detached-base"],
+)
+def test_future_leak_right_answers_pass(fn, capsys):
+    judged(check_future_leak, fn, None, capsys)
+
+
+@pytest.mark.parametrize(
+    ("mistake", "named"),
+    [
+        ("position-0", "only position 0 is compared"),
+        ("position-j-1", "only position j - 1 is compared"),
+        ("through-j", "you include position j itself"),
+        ("everywhere", "you compare every position"),
+        ("after-j", "you compare the positions after j"),
+        ("token-0", "token 0 is changed, not token j"),
+        ("first-sequence", "only the first sequence's token j is changed"),
+        ("row-j", "j indexes dimension 0, the batch"),
+        ("hard-coded-new-id", "token j is set to 0, not to new_id"),
+        ("mean", "that is the mean change"),
+        ("no-abs", "without .abs()"),
+        ("in-place", "changed its input tokens in place"),
+        ("meta", "tensor on meta"),
+    ],
+)
+def test_future_leak_wrong_answers_fail(mistake, named, capsys):
+    judged(check_future_leak, leak_with(mistake), named, capsys)
