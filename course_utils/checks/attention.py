@@ -106,69 +106,14 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
         lengths = torch.randint(1, T_k + 1, (B,), generator=g)
         padding = (torch.arange(T_k) < lengths[:, None]).view(B, *([1] * len(lead)), T_k)  # (B, 1, T_k) or 4-d
         random = (torch.rand(T_q, T_k, generator=g) > 0.3) | torch.eye(T_q, T_k, dtype=torch.bool)  # no empty rows
-        scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k), not yet scaled
-        scaled = scores / math.sqrt(d_k)
         for mask in (None, random, causal_mask(T_k)[-T_q:], padding):
             got = _output(call(fn, q, k, v, mask), (*lead, T_q, d_v), (*lead, T_q, T_k))
             expected, _ = scaled_dot_product_attention(q, k, v, mask)
             torch.testing.assert_close(expected, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
             if mask is None:
-                root = f"divide by math.sqrt(query.size(-1)) = sqrt({d_k})"
-                scales = [
-                    (1.0, MISTAKES["not scaled"]),
-                    (d_k, f"the scores are divided by d_k = {d_k}, not by its square root: {root}"),
-                    (1 / math.sqrt(d_k), f"the scores are multiplied by sqrt(d_k); {root}"),
-                    (math.sqrt(d_v), f"the scores are divided by sqrt(d_v) = sqrt({d_v}), the values' size: {root}"),
-                    (math.sqrt(T_k), f"the scores are divided by sqrt({T_k}), the number of keys T_k: {root}"),
-                    (math.sqrt(T_q), f"the scores are divided by sqrt({T_q}), the number of queries T_q: {root}"),
-                    (math.sqrt(512), f"the scores are divided by sqrt(512), the paper's d_model: {root}"),
-                ]
-                if heads is not None:
-                    scales += [
-                        (math.sqrt(heads), f"the scores are divided by sqrt({heads}), the number of heads: {root}"),
-                        (math.sqrt(heads * d_k), f"the scores are divided by sqrt(h * d_k) = sqrt(d_model): {root}"),
-                    ]
-                name_mistake(got, expected, [((scores / s).softmax(-1) @ v, message) for s, message in scales])
-                name_mistake(
-                    got,
-                    expected,
-                    [
-                        (scaled.softmax(dim) @ v, f"softmax runs over {name}; each query's weights over the keys must "
-                         "sum to 1: dim=-1")
-                        for dim, name in _axes(scaled.dim()).items()
-                    ],
-                )  # fmt: skip
+                _name_unmasked_mistake(got, expected, q, k, v, heads)
             else:
-                flipped = [scaled.masked_fill(mask, fill).softmax(-1) @ v for fill in (float("-inf"), -1e9)]
-                if any(_same_or_nan(got, buggy) for buggy in flipped):
-                    raise NotYet(MISTAKES["flipped mask"])
-                weights = scaled.softmax(-1)
-                name_mistake(
-                    got,
-                    expected,
-                    [
-                        (
-                            weights @ v,
-                            "the output with a mask equals the output without one: the mask is ignored. Hide the "
-                            'scores where it is False, scores.masked_fill(~mask, float("-inf")), before the softmax',
-                        ),
-                        (
-                            weights.masked_fill(~mask, 0.0) @ v,
-                            "the mask is applied after the softmax: the weights left no longer sum to 1. Hide the "
-                            'scores before it, scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)',
-                        ),
-                        (
-                            scaled.masked_fill(~mask, 0.0).softmax(-1) @ v,
-                            "the hidden scores are set to 0, and a score of 0 still gets the weight e^0 in the "
-                            'softmax: fill them with float("-inf"), masked_fill(~mask, float("-inf"))',
-                        ),
-                        (
-                            (scaled + mask.float()).softmax(-1) @ v,
-                            "the bool mask is added to the scores (True counts as 1), which hides nothing: "
-                            'scores.masked_fill(~mask, float("-inf"))',
-                        ),
-                    ],
-                )
+                _name_masked_mistake(got, expected, q, k, v, mask)
             same(got, expected, "the output" + (" with a mask" if mask is not None else ""))
         return (
             "your attention equals course_utils.scaled_dot_product_attention and PyTorch's "
@@ -192,6 +137,73 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
         return message
 
     return verdict(run)
+
+
+def _name_unmasked_mistake(got: Tensor, expected: Tensor, q: Tensor, k: Tensor, v: Tensor, heads: int | None) -> None:
+    """Without a mask: a scale other than sqrt(d_k), or the softmax over another axis, named by the output it gives."""
+    (T_q, d_k), T_k, d_v = q.shape[-2:], k.size(-2), v.size(-1)
+    scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k), not yet scaled
+    scaled = scores / math.sqrt(d_k)
+    root = f"divide by math.sqrt(query.size(-1)) = sqrt({d_k})"
+    scales = [
+        (1.0, MISTAKES["not scaled"]),
+        (d_k, f"the scores are divided by d_k = {d_k}, not by its square root: {root}"),
+        (1 / math.sqrt(d_k), f"the scores are multiplied by sqrt(d_k); {root}"),
+        (math.sqrt(d_v), f"the scores are divided by sqrt(d_v) = sqrt({d_v}), the values' size: {root}"),
+        (math.sqrt(T_k), f"the scores are divided by sqrt({T_k}), the number of keys T_k: {root}"),
+        (math.sqrt(T_q), f"the scores are divided by sqrt({T_q}), the number of queries T_q: {root}"),
+        (math.sqrt(512), f"the scores are divided by sqrt(512), the paper's d_model: {root}"),
+    ]
+    if heads is not None:
+        scales += [
+            (math.sqrt(heads), f"the scores are divided by sqrt({heads}), the number of heads: {root}"),
+            (math.sqrt(heads * d_k), f"the scores are divided by sqrt(h * d_k) = sqrt(d_model): {root}"),
+        ]
+    name_mistake(got, expected, [((scores / s).softmax(-1) @ v, message) for s, message in scales])
+    name_mistake(
+        got,
+        expected,
+        [
+            (scaled.softmax(dim) @ v, f"softmax runs over {name}; each query's weights over the keys must "
+             "sum to 1: dim=-1")
+            for dim, name in _axes(scaled.dim()).items()
+        ],
+    )  # fmt: skip
+
+
+def _name_masked_mistake(got: Tensor, expected: Tensor, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> None:
+    """With a mask: one flipped, ignored, applied after the softmax, filled with 0 or added, named by its output."""
+    scaled = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T_q, T_k)
+    flipped = [scaled.masked_fill(mask, fill).softmax(-1) @ v for fill in (float("-inf"), -1e9)]
+    if any(_same_or_nan(got, buggy) for buggy in flipped):
+        raise NotYet(MISTAKES["flipped mask"])
+    weights = scaled.softmax(-1)
+    name_mistake(
+        got,
+        expected,
+        [
+            (
+                weights @ v,
+                "the output with a mask equals the output without one: the mask is ignored. Hide the "
+                'scores where it is False, scores.masked_fill(~mask, float("-inf")), before the softmax',
+            ),
+            (
+                weights.masked_fill(~mask, 0.0) @ v,
+                "the mask is applied after the softmax: the weights left no longer sum to 1. Hide the "
+                'scores before it, scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)',
+            ),
+            (
+                scaled.masked_fill(~mask, 0.0).softmax(-1) @ v,
+                "the hidden scores are set to 0, and a score of 0 still gets the weight e^0 in the "
+                'softmax: fill them with float("-inf"), masked_fill(~mask, float("-inf"))',
+            ),
+            (
+                (scaled + mask.float()).softmax(-1) @ v,
+                "the bool mask is added to the scores (True counts as 1), which hides nothing: "
+                'scores.masked_fill(~mask, float("-inf"))',
+            ),
+        ],
+    )
 
 
 def check_split_heads(fn: Callable[..., Any]) -> Verdict:

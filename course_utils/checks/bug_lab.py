@@ -11,6 +11,7 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -304,106 +305,14 @@ def check_future_leak(my_future_leak: Callable[[Callable[[Tensor], Tensor], Tens
     def one(B: int, T: int, new_id: int, seed: int) -> str:
         causal, leaky = _test_models()
         tokens = torch.randint(1, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
-
-        def run_changed(fn: Callable[[Tensor], Tensor], rows: slice | int, j: int, value: int) -> Tensor:
-            changed = tokens.clone()
-            changed[rows, j] = value
-            return fn(changed)
-
-        # Each classic mistake, as the value it returns for (model, base outputs, outputs with token j changed, j).
-        mistakes: list[tuple[str, Callable[[Callable[[Tensor], Tensor], Tensor, Tensor, int], float]]] = [
-            (
-                "you include position j itself. Output j reads token j legitimately (it predicts token j + 1); only "
-                "the positions before j, [:, :j], must not move.",
-                lambda fn, base, out, j: _largest(out[:, : j + 1], base[:, : j + 1]),
-            ),
-            (
-                "you compare every position; keep only those before j, [:, :j].",
-                lambda fn, base, out, j: _largest(out, base),
-            ),
-            (
-                "you compare the positions after j; the leak is a change at the positions before j, [:, :j].",
-                lambda fn, base, out, j: _largest(out[:, j + 1 :], base[:, j + 1 :]),
-            ),
-            (
-                "only position 0 is compared; compare every position before j, [:, :j].",
-                lambda fn, base, out, j: _largest(out[:, :1], base[:, :1]),
-            ),
-            (
-                "only position j - 1 is compared; compare every position before j, [:, :j].",
-                lambda fn, base, out, j: _largest(out[:, j - 1 : j], base[:, j - 1 : j]),
-            ),
-            (
-                "that is the mean change; return the largest, .abs().max().",
-                lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).abs().mean()),
-            ),
-            (
-                "that is the sum of the changes; return the largest, .abs().max().",
-                lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).abs().sum()),
-            ),
-            (
-                "without .abs() a change downwards is missed: return the largest absolute change, .abs().max().",
-                lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).max()),
-            ),
-            (
-                "token 0 is changed, not token j: changed[:, j] = new_id.",
-                lambda fn, base, out, j: _largest(run_changed(fn, slice(None), 0, new_id)[:, :j], base[:, :j]),
-            ),
-            (
-                "only the first sequence's token j is changed: change it in every sequence, changed[:, j] = new_id.",
-                lambda fn, base, out, j: _largest(run_changed(fn, 0, j, new_id)[:, :j], base[:, :j]),
-            ),
-            (
-                "token j is set to 0, not to new_id: use the argument, not a number written into the code.",
-                lambda fn, base, out, j: _largest(run_changed(fn, slice(None), j, 0)[:, :j], base[:, :j]),
-            ),
-        ]
-
-        def name_mistake(results: list[_Result]) -> None:
-            """Raise naming the mistake that gives the answer's value in every case so far, if one does."""
-            wrong = [(name, j) for name, _, _, j, got, expected in results if not _close(got, expected)]
-            if not wrong:
-                return
-            for message, mistake in mistakes:
-                with torch.no_grad():
-                    theirs = [
-                        (mistake(fn, base, run_changed(fn, slice(None), j, new_id), j), got, expected)
-                        for _, fn, base, j, got, expected in results
-                    ]
-                if all(_close(got, value) for value, got, _ in theirs) and any(
-                    not _close(value, expected) for value, _, expected in theirs
-                ):
-                    name, j = wrong[0]
-                    raise NotYet(f"on {name}, j={j}: {message}")
-
-        results: list[_Result] = []
         models = [
             ("a causal model", causal),
             ("a model without a causal mask", leaky),
             ("a causal toy model (output i: the sum of ids up to i, weighted)", _toy_causal),
             ("a toy model without a causal mask (output i: the sum of all ids, weighted)", _toy_leaky),
         ]
-        for name, fn in models:
-            with torch.no_grad():
-                base = fn(tokens)
-            for j in (1, T // 2, T - 1):
-                given = tokens.clone()
-                try:
-                    got = _as_float(call(my_future_leak, fn, given, j, new_id))
-                except NotYet as e:
-                    if f"index {j} is out of bounds for dimension 0" in str(e):  # j = T - 1 is past the batch, B
-                        raise NotYet(
-                            f"{e}. j indexes dimension 0, the batch (as in changed[j] or out[j]): the positions are "
-                            "dimension 1, changed[:, j]"
-                        ) from None
-                    name_mistake(results)  # an error after wrong values: name what the values show, if they do
-                    raise
-                if not torch.equal(given, tokens):
-                    raise NotYet("my_future_leak changed the tokens it was given: change a copy (tokens.clone())")
-                with torch.no_grad():
-                    expected = _largest(run_changed(fn, slice(None), j, new_id)[:, :j], base[:, :j])
-                results.append((name, fn, base, j, got, expected))
-        name_mistake(results)
+        results = _leaks_measured(my_future_leak, models, tokens, new_id)
+        _name_leak_mistake(results, tokens, new_id)
         for name, _, _, j, got, expected in results:
             if not _close(got, expected):
                 raise NotYet(f"on {name}, j={j}: got {got:.6g}, expected {expected:.6g}")
@@ -413,3 +322,121 @@ def check_future_leak(my_future_leak: Callable[[Callable[[Tensor], Tensor], Tens
         return each_case(one, [dict(B=3, T=8, new_id=0, seed=1), dict(B=2, T=6, new_id=5, seed=2)])
 
     return verdict(run)
+
+
+_Leak = Callable[[Callable[[Tensor], Tensor], Tensor, Tensor, int], float]
+
+
+def _changed(fn: Callable[[Tensor], Tensor], tokens: Tensor, rows: slice | int, j: int, value: int) -> Tensor:
+    """``fn``'s outputs with token ``j`` of ``rows`` set to ``value``."""
+    changed = tokens.clone()
+    changed[rows, j] = value
+    return fn(changed)
+
+
+def _leak_mistakes(tokens: Tensor, new_id: int) -> list[tuple[str, _Leak]]:
+    """Each classic mistake, as the value it returns for (model, base outputs, outputs with token j changed, j)."""
+
+    def run_changed(fn: Callable[[Tensor], Tensor], rows: slice | int, j: int, value: int) -> Tensor:
+        return _changed(fn, tokens, rows, j, value)
+
+    return [
+        (
+            "you include position j itself. Output j reads token j legitimately (it predicts token j + 1); only "
+            "the positions before j, [:, :j], must not move.",
+            lambda fn, base, out, j: _largest(out[:, : j + 1], base[:, : j + 1]),
+        ),
+        (
+            "you compare every position; keep only those before j, [:, :j].",
+            lambda fn, base, out, j: _largest(out, base),
+        ),
+        (
+            "you compare the positions after j; the leak is a change at the positions before j, [:, :j].",
+            lambda fn, base, out, j: _largest(out[:, j + 1 :], base[:, j + 1 :]),
+        ),
+        (
+            "only position 0 is compared; compare every position before j, [:, :j].",
+            lambda fn, base, out, j: _largest(out[:, :1], base[:, :1]),
+        ),
+        (
+            "only position j - 1 is compared; compare every position before j, [:, :j].",
+            lambda fn, base, out, j: _largest(out[:, j - 1 : j], base[:, j - 1 : j]),
+        ),
+        (
+            "that is the mean change; return the largest, .abs().max().",
+            lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).abs().mean()),
+        ),
+        (
+            "that is the sum of the changes; return the largest, .abs().max().",
+            lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).abs().sum()),
+        ),
+        (
+            "without .abs() a change downwards is missed: return the largest absolute change, .abs().max().",
+            lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).max()),
+        ),
+        (
+            "token 0 is changed, not token j: changed[:, j] = new_id.",
+            lambda fn, base, out, j: _largest(run_changed(fn, slice(None), 0, new_id)[:, :j], base[:, :j]),
+        ),
+        (
+            "only the first sequence's token j is changed: change it in every sequence, changed[:, j] = new_id.",
+            lambda fn, base, out, j: _largest(run_changed(fn, 0, j, new_id)[:, :j], base[:, :j]),
+        ),
+        (
+            "token j is set to 0, not to new_id: use the argument, not a number written into the code.",
+            lambda fn, base, out, j: _largest(run_changed(fn, slice(None), j, 0)[:, :j], base[:, :j]),
+        ),
+    ]
+
+
+def _leaks_measured(
+    my_future_leak: Callable[..., Any],
+    models: list[tuple[str, Callable[[Tensor], Tensor]]],
+    tokens: Tensor,
+    new_id: int,
+) -> list[_Result]:
+    """The answer's value against the right one for each model at three positions j; an error is told in words
+    (naming the mistake the values so far show, if they show one)."""
+    T = tokens.size(1)
+    results: list[_Result] = []
+    for name, fn in models:
+        with torch.no_grad():
+            base = fn(tokens)
+        for j in (1, T // 2, T - 1):
+            given = tokens.clone()
+            try:
+                got = _as_float(call(my_future_leak, fn, given, j, new_id))
+            except NotYet as e:
+                if f"index {j} is out of bounds for dimension 0" in str(e):  # j = T - 1 is past the batch, B
+                    raise NotYet(
+                        f"{e}. j indexes dimension 0, the batch (as in changed[j] or out[j]): the positions are "
+                        "dimension 1, changed[:, j]"
+                    ) from None
+                _name_leak_mistake(
+                    results, tokens, new_id
+                )  # an error after wrong values: name what the values show, if they do
+                raise
+            if not torch.equal(given, tokens):
+                raise NotYet("my_future_leak changed the tokens it was given: change a copy (tokens.clone())")
+            with torch.no_grad():
+                expected = _largest(_changed(fn, tokens, slice(None), j, new_id)[:, :j], base[:, :j])
+            results.append((name, fn, base, j, got, expected))
+    return results
+
+
+def _name_leak_mistake(results: list[_Result], tokens: Tensor, new_id: int) -> None:
+    """Raise naming the mistake that gives the answer's value in every case so far, if one does."""
+    wrong = [(name, j) for name, _, _, j, got, expected in results if not _close(got, expected)]
+    if not wrong:
+        return
+    for message, mistake in _leak_mistakes(tokens, new_id):
+        with torch.no_grad():
+            theirs = [
+                (mistake(fn, base, _changed(fn, tokens, slice(None), j, new_id), j), got, expected)
+                for _, fn, base, j, got, expected in results
+            ]
+        if all(_close(got, value) for value, got, _ in theirs) and any(
+            not _close(value, expected) for value, _, expected in theirs
+        ):
+            name, j = wrong[0]
+            raise NotYet(f"on {name}, j={j}: {message}")

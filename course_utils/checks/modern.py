@@ -151,34 +151,7 @@ def check_gpt2_block_weights(fn: Callable[..., Any]) -> Verdict:
             raise NotYet(f"return a dict of tensors (a state dict); got {type(got).__name__}")
         state: dict[str, Any] = dict(got)  # pyright: ignore[reportUnknownArgumentType]
         expected = {name: t.clone() for name, t in ours.blocks[0].state_dict().items()}  # copies: reloaded below
-        missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-        if missing or extra:
-            raise NotYet(f"the keys differ from GPTBlock's: missing {missing[:4]}, unexpected {extra[:4]}")
-        for name, want in expected.items():
-            have = state[name]
-            if not isinstance(have, Tensor):
-                raise NotYet(f"{name} should be a tensor; got {type(have).__name__}")
-            if have.device != want.device:
-                raise wrong_device(
-                    name,
-                    have.device,
-                    want.device,
-                    "block_state's tensors are",
-                    "keep the weights where they are (no .to(...))",
-                )
-            if have.shape != want.shape:
-                hint = (
-                    " GPT-2's Conv1D stores its weight as (in, out), nn.Linear as (out, in): transpose it with .t()"
-                    if have.shape == want.shape[::-1]
-                    else " c_attn's weight is (d_model, 3 d_model), (in, out): transpose it to (3 d_model, d_model), "
-                    "then split it in three along dim 0"
-                    if name.startswith("self_attn.w_") and have.numel() == want.numel()
-                    else " Split c_attn's (transposed) weight into three equal blocks, .chunk(3, dim=0), sized from "
-                    "the weight itself"
-                    if name.startswith("self_attn.w_")
-                    else ""
-                )
-                raise NotYet(f"{name} has shape {tuple(have.shape)}; GPTBlock needs {tuple(want.shape)}.{hint}")
+        _check_block_keys_and_shapes(state, expected)
         idx = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(1))
         with torch.no_grad():
             reference = hf(idx).logits
@@ -187,58 +160,7 @@ def check_gpt2_block_weights(fn: Callable[..., Any]) -> Verdict:
         if torch.allclose(logits, reference, atol=1e-4):
             return "the block's weights are right: the course's GPT now computes GPT-2's logits."
         # Which classic mistake? Undo one candidate at a time and see whether the logits come right.
-        fixes: list[tuple[str, dict[str, Tensor]]] = [
-            (
-                "w_q, w_k and w_v are square, so they loaded, but they are c_attn's pieces untransposed: Conv1D stores "
-                "(in, out); transpose c_attn's weight (d_model, 3 d_model) to (3 d_model, d_model), then split it",
-                {f"self_attn.w_{p}.weight": state[f"self_attn.w_{p}.weight"].t() for p in "qkv"},
-            )
-        ]
-        for layer in ("self_attn.w_q", "self_attn.w_k", "self_attn.w_v", "self_attn.w_o"):
-            fixes.append(
-                (
-                    f"{layer}.weight is square, so it loaded, but it is GPT-2's weight untransposed: Conv1D stores "
-                    "(in, out), nn.Linear (out, in); transpose it with .t()",
-                    {f"{layer}.weight": state[f"{layer}.weight"].t()},
-                )
-            )
-        q, k, v = (state[f"self_attn.w_{p}.weight"] for p in "qkv")
-        qb, kb, vb = (state[f"self_attn.w_{p}.bias"] for p in "qkv")
-        for order in ((k, q, v), (q, v, k), (v, k, q), (k, v, q), (v, q, k)):
-            fixes.append(
-                (
-                    "queries, keys and values are in the wrong order: c_attn holds them as (queries, keys, values)",
-                    {f"self_attn.w_{p}.weight": t for p, t in zip("qkv", order)},
-                )
-            )
-        for biases in ((kb, qb, vb), (qb, vb, kb), (vb, kb, qb), (kb, vb, qb), (vb, qb, kb)):
-            fixes.append(
-                (
-                    "the biases of queries, keys and values are in the wrong order: c_attn's bias is "
-                    "(queries, keys, values) too",
-                    {f"self_attn.w_{p}.bias": t for p, t in zip("qkv", biases)},
-                )
-            )
-        fixes.append(
-            (
-                "ln_1 and ln_2 are swapped: ln_1 comes before attention (norm1), ln_2 before the feed-forward (norm2)",
-                {
-                    "norm1.weight": state["norm2.weight"],
-                    "norm1.bias": state["norm2.bias"],
-                    "norm2.weight": state["norm1.weight"],
-                    "norm2.bias": state["norm1.bias"],
-                },
-            )
-        )
-        fixes.append(
-            (
-                "w_q, w_k and w_v have the right shape but are not c_attn's three blocks of columns (a reshape or "
-                "view of the (d_model, 3 d_model) weight mixes them): transpose c_attn's weight to (3 d_model, "
-                "d_model), then split it in three along dim 0 (.chunk(3, dim=0))",
-                {f"self_attn.w_{p}.weight": expected[f"self_attn.w_{p}.weight"] for p in "qkv"},
-            )
-        )
-        for message, fix in fixes:
+        for message, fix in _gpt2_block_fixes(state, expected):
             with torch.no_grad():
                 ours.blocks[0].load_state_dict({**state, **fix})
                 fixed, _ = ours(idx)
@@ -254,3 +176,91 @@ def check_gpt2_block_weights(fn: Callable[..., Any]) -> Verdict:
         return each_case(one, [dict(n_embd=24, seed=0), dict(n_embd=32, seed=1)])
 
     return verdict(run)
+
+
+def _check_block_keys_and_shapes(state: dict[str, Any], expected: dict[str, Tensor]) -> None:
+    """GPTBlock's keys, each a tensor of its shape on its device; a shape transposed or not split is told so."""
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise NotYet(f"the keys differ from GPTBlock's: missing {missing[:4]}, unexpected {extra[:4]}")
+    for name, want in expected.items():
+        have = state[name]
+        if not isinstance(have, Tensor):
+            raise NotYet(f"{name} should be a tensor; got {type(have).__name__}")
+        if have.device != want.device:
+            raise wrong_device(
+                name,
+                have.device,
+                want.device,
+                "block_state's tensors are",
+                "keep the weights where they are (no .to(...))",
+            )
+        if have.shape != want.shape:
+            hint = (
+                " GPT-2's Conv1D stores its weight as (in, out), nn.Linear as (out, in): transpose it with .t()"
+                if have.shape == want.shape[::-1]
+                else " c_attn's weight is (d_model, 3 d_model), (in, out): transpose it to (3 d_model, d_model), "
+                "then split it in three along dim 0"
+                if name.startswith("self_attn.w_") and have.numel() == want.numel()
+                else " Split c_attn's (transposed) weight into three equal blocks, .chunk(3, dim=0), sized from "
+                "the weight itself"
+                if name.startswith("self_attn.w_")
+                else ""
+            )
+            raise NotYet(f"{name} has shape {tuple(have.shape)}; GPTBlock needs {tuple(want.shape)}.{hint}")
+
+
+def _gpt2_block_fixes(state: dict[str, Any], expected: dict[str, Tensor]) -> list[tuple[str, dict[str, Tensor]]]:
+    """Each classic mistake, as the weights that would undo it: (its message, the weights to load instead)."""
+    fixes: list[tuple[str, dict[str, Tensor]]] = [
+        (
+            "w_q, w_k and w_v are square, so they loaded, but they are c_attn's pieces untransposed: Conv1D stores "
+            "(in, out); transpose c_attn's weight (d_model, 3 d_model) to (3 d_model, d_model), then split it",
+            {f"self_attn.w_{p}.weight": state[f"self_attn.w_{p}.weight"].t() for p in "qkv"},
+        )
+    ]
+    for layer in ("self_attn.w_q", "self_attn.w_k", "self_attn.w_v", "self_attn.w_o"):
+        fixes.append(
+            (
+                f"{layer}.weight is square, so it loaded, but it is GPT-2's weight untransposed: Conv1D stores "
+                "(in, out), nn.Linear (out, in); transpose it with .t()",
+                {f"{layer}.weight": state[f"{layer}.weight"].t()},
+            )
+        )
+    q, k, v = (state[f"self_attn.w_{p}.weight"] for p in "qkv")
+    qb, kb, vb = (state[f"self_attn.w_{p}.bias"] for p in "qkv")
+    for order in ((k, q, v), (q, v, k), (v, k, q), (k, v, q), (v, q, k)):
+        fixes.append(
+            (
+                "queries, keys and values are in the wrong order: c_attn holds them as (queries, keys, values)",
+                {f"self_attn.w_{p}.weight": t for p, t in zip("qkv", order)},
+            )
+        )
+    for biases in ((kb, qb, vb), (qb, vb, kb), (vb, kb, qb), (kb, vb, qb), (vb, qb, kb)):
+        fixes.append(
+            (
+                "the biases of queries, keys and values are in the wrong order: c_attn's bias is "
+                "(queries, keys, values) too",
+                {f"self_attn.w_{p}.bias": t for p, t in zip("qkv", biases)},
+            )
+        )
+    fixes.append(
+        (
+            "ln_1 and ln_2 are swapped: ln_1 comes before attention (norm1), ln_2 before the feed-forward (norm2)",
+            {
+                "norm1.weight": state["norm2.weight"],
+                "norm1.bias": state["norm2.bias"],
+                "norm2.weight": state["norm1.weight"],
+                "norm2.bias": state["norm1.bias"],
+            },
+        )
+    )
+    fixes.append(
+        (
+            "w_q, w_k and w_v have the right shape but are not c_attn's three blocks of columns (a reshape or "
+            "view of the (d_model, 3 d_model) weight mixes them): transpose c_attn's weight to (3 d_model, "
+            "d_model), then split it in three along dim 0 (.chunk(3, dim=0))",
+            {f"self_attn.w_{p}.weight": expected[f"self_attn.w_{p}.weight"] for p in "qkv"},
+        )
+    )
+    return fixes

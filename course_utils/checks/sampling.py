@@ -69,116 +69,141 @@ def check_sampling_step(fn: Callable[..., Any]) -> Verdict:
     def run() -> str:
         row = torch.tensor([0.5, 2.0, -1.0, 1.0, 0.0, -2.0])  # V = 6, the largest not first
         rows = torch.stack([row, torch.tensor([-1.0, 0.5, -2.0, 1.5, 0.0, -0.5])])  # (2, V): two orders, two scales
-        try:
-            got = call(fn, torch.stack([row, row.flip(0)]), 0.0, None, torch.Generator().manual_seed(0))
-        except NotWritten:
-            raise
-        except NotYet as e:
-            raise NotYet(f"at temperature 0: {str(e).rstrip('.')}. Temperature 0 means no randomness (and no division by 0): "
-                         "return logits.argmax(dim=-1, keepdim=True)") from None  # fmt: skip
-        _on_logits_device(got, row)
-        greedy = torch.tensor([[1], [4]])  # the most likely token of each row
-        if isinstance(got, Tensor) and got.shape == (2, row.numel()):
-            raise NotYet(
-                "this returns a (B, V) tensor: return one token id per row, (B, 1); at temperature 0 the most "
-                "likely one, logits.argmax(dim=-1, keepdim=True)"
-            )
-        if isinstance(got, Tensor) and got.shape == (2,):
-            raise NotYet("return token ids of shape (B, 1) = (2, 1); got (2,): keep the last dimension, "
-                         "logits.argmax(dim=-1, keepdim=True) at temperature 0, num_samples=1 otherwise")  # fmt: skip
-        if isinstance(got, Tensor) and got.shape == (2, 1) and not got.is_floating_point():
-            if not torch.equal(got, greedy):
-                raise NotYet("at temperature 0 return the most likely token of each row: "
-                             "logits.argmax(dim=-1, keepdim=True), with no sampling")  # fmt: skip
-        else:
-            same(got, greedy, "the tokens at temperature 0")
-        n = 20_000  # draws per row: the frequencies lie within about 0.01 of the probabilities
-        settings = ((1.0, None), (0.5, None), (2.0, None), (2.0, 3), (0.8, 1))
-        ambiguous: list[str] = []
-        for temperature, top_k in settings:
-            freq = _draw_frequencies(fn, rows, n, temperature, top_k)  # (2, V)
-            expected = _filtered_probs(rows, temperature, top_k).double()
-            setting = f"at temperature {temperature} with top_k={top_k}"
-            mistakes = [
-                (F.one_hot(rows.argmax(-1), rows.size(-1)).double(),
-                 "always the most likely token: sample from the probabilities with torch.multinomial"),
-            ] if top_k is None else []  # fmt: skip
-            mistakes += [
-                (_filtered_probs(rows * temperature * temperature, temperature, top_k).double(),
-                 "multiplied by the temperature: divide the logits by it (low temperature = sharper)"),
-                (_filtered_probs(rows, 1.0, top_k).double(),
-                 "the temperature has no effect on the draws: divide the logits by it before the softmax, "
-                 "softmax(logits / temperature) (probabilities divided after the softmax are renormalised by "
-                 "torch.multinomial, so that changes nothing)"),
-                (_filtered_probs(rows.softmax(-1), temperature, top_k).double(),
-                 "the softmax is taken twice, the second of the probabilities: divide the logits by the "
-                 "temperature and take one softmax, softmax(logits / temperature)"),
-                (_filtered_probs(rows, temperature, None).double(),
-                 "top_k is ignored: keep only the k largest logits, set the others to -inf"),
-            ]  # fmt: skip
-            if top_k is not None:
-                z = rows / temperature
-                kth = torch.topk(z, top_k).values[:, -1:]
-                mistakes += [
-                    (z.masked_fill(z >= kth, float("-inf")).softmax(-1).double(),
-                     "the top-k mask is inverted: keep the k largest logits, set the rest to -inf"),
-                    (z.masked_fill(z < kth, 0.0).softmax(-1).double(),
-                     "the dropped logits must become -inf (probability 0), not 0"),
-                    (_filtered_probs(rows, temperature, top_k, kth_of_first=True).double(),
-                     "every row is cut at the first row's k-th largest logit: take each row's own, "
-                     "torch.topk(z, k).values[:, -1:], of shape (B, 1)"),
-                ]  # fmt: skip
-                if top_k > 1:
-                    mistakes.append((_filtered_probs(rows, temperature, top_k, keep_k=top_k - 1).double(),
-                                     "keeps k - 1 tokens: drop the logits < the k-th largest, not <="))  # fmt: skip
-                mistakes += [
-                    (_filtered_probs(rows, temperature, top_k, keep_k=k).double(),
-                     f"the draws keep {'only the largest logit' if k == 1 else f'the {k} largest logits'}, not top_k = {top_k}: is a value written into the "
-                     "code that should come from the argument top_k?")
-                    for k in range(1, rows.size(-1)) if k not in (top_k, top_k - 1)
-                ]  # fmt: skip
-            mistakes += [
-                (_filtered_probs(rows, other, top_k).double(),
-                 f"the draws follow temperature {other}, not {temperature}: is a value written into the code that "
-                 "should come from the argument temperature?")
-                for other in dict.fromkeys(t for t, _ in settings) if other not in (temperature, 1.0)
-            ]  # fmt: skip
-
-            if _distance(freq, expected) < 0.02 and not (freq[expected == 0] > 0).any():
-                continue
-            named = list(dict.fromkeys(message for buggy, message in mistakes
-                                       if not torch.allclose(buggy, expected, atol=0.05)
-                                       and _distance(freq, buggy) < 0.02))  # fmt: skip
-            if len(named) > 1:  # two mistakes draw alike here: a later setting tells them apart
-                ambiguous.append(f"{setting}: {named[0]}")
-                continue
-            if named:
-                raise NotYet(f"{setting}: {named[0]}")
-            r = int(((freq - expected).abs().sum(-1)).argmax())  # the row furthest from its probabilities
-            shown = ", ".join(f"{f:.3f}" for f in freq[r].tolist())
-            wanted = ", ".join(f"{p:.3f}" for p in expected[r].tolist())
-            raise NotYet(f"{setting}, the tokens' frequencies over {n:,} draws from the logits "
-                         f"{[round(x, 2) for x in rows[r].tolist()]} are {shown}; expected about {wanted}")  # fmt: skip
-        if ambiguous:
-            raise NotYet(ambiguous[0])
-        logits = rows.repeat(32, 1)  # (64, V)
-        drawn = [call(fn, logits.clone(), 1.0, None, torch.Generator().manual_seed(seed)) for seed in (1, 1, 2)]
-        if not torch.equal(drawn[0], drawn[1]):
-            raise NotYet("the same seed gives different tokens: draw with the generator, "
-                         "torch.multinomial(probs, num_samples=1, generator=generator)")  # fmt: skip
-        reference = [torch.multinomial(logits.softmax(-1), 1, generator=torch.Generator().manual_seed(seed))
-                     for seed in (1, 2)]  # fmt: skip
-        if torch.equal(drawn[0], drawn[2]) and not torch.equal(*reference):
-            raise NotYet("generators of different seeds give the same tokens: the draws ignore the generator argument "
-                         "(a seed set inside, torch.manual_seed(...), or a torch.Generator of your own?). Set no seed: "
-                         "draw with the generator you are given, "
-                         "torch.multinomial(probs, num_samples=1, generator=generator)")  # fmt: skip
+        _check_greedy_step(fn, row)
+        _check_draws(fn, rows)
+        _check_generator_is_used(fn, rows)
         return (
             "sampling step is right: argmax at temperature 0, otherwise draws from softmax(top-k(logits / T)), "
             "as GPT.generate does."
         )
 
     return verdict(run)
+
+
+# The settings the draws are checked at, (temperature, top_k), and the draws per row at each: the frequencies lie
+# within about 0.01 of the probabilities.
+_SETTINGS = ((1.0, None), (0.5, None), (2.0, None), (2.0, 3), (0.8, 1))
+_DRAWS = 20_000
+
+
+def _check_greedy_step(fn: Callable[..., Any], row: Tensor) -> None:
+    """At temperature 0: the most likely token of each row, (B, 1), with no sampling."""
+    try:
+        got = call(fn, torch.stack([row, row.flip(0)]), 0.0, None, torch.Generator().manual_seed(0))
+    except NotWritten:
+        raise
+    except NotYet as e:
+        raise NotYet(f"at temperature 0: {str(e).rstrip('.')}. Temperature 0 means no randomness (and no division by 0): "
+                     "return logits.argmax(dim=-1, keepdim=True)") from None  # fmt: skip
+    _on_logits_device(got, row)
+    greedy = torch.tensor([[1], [4]])  # the most likely token of each row
+    if isinstance(got, Tensor) and got.shape == (2, row.numel()):
+        raise NotYet(
+            "this returns a (B, V) tensor: return one token id per row, (B, 1); at temperature 0 the most "
+            "likely one, logits.argmax(dim=-1, keepdim=True)"
+        )
+    if isinstance(got, Tensor) and got.shape == (2,):
+        raise NotYet("return token ids of shape (B, 1) = (2, 1); got (2,): keep the last dimension, "
+                     "logits.argmax(dim=-1, keepdim=True) at temperature 0, num_samples=1 otherwise")  # fmt: skip
+    if isinstance(got, Tensor) and got.shape == (2, 1) and not got.is_floating_point():
+        if not torch.equal(got, greedy):
+            raise NotYet("at temperature 0 return the most likely token of each row: "
+                         "logits.argmax(dim=-1, keepdim=True), with no sampling")  # fmt: skip
+    else:
+        same(got, greedy, "the tokens at temperature 0")
+
+
+def _sampling_mistakes(rows: Tensor, temperature: float, top_k: int | None) -> list[tuple[Tensor, str]]:
+    """The classic mistakes of one sampling step at one setting: (the probabilities they draw from, its message)."""
+    mistakes = [
+        (F.one_hot(rows.argmax(-1), rows.size(-1)).double(),
+         "always the most likely token: sample from the probabilities with torch.multinomial"),
+    ] if top_k is None else []  # fmt: skip
+    mistakes += [
+        (_filtered_probs(rows * temperature * temperature, temperature, top_k).double(),
+         "multiplied by the temperature: divide the logits by it (low temperature = sharper)"),
+        (_filtered_probs(rows, 1.0, top_k).double(),
+         "the temperature has no effect on the draws: divide the logits by it before the softmax, "
+         "softmax(logits / temperature) (probabilities divided after the softmax are renormalised by "
+         "torch.multinomial, so that changes nothing)"),
+        (_filtered_probs(rows.softmax(-1), temperature, top_k).double(),
+         "the softmax is taken twice, the second of the probabilities: divide the logits by the "
+         "temperature and take one softmax, softmax(logits / temperature)"),
+        (_filtered_probs(rows, temperature, None).double(),
+         "top_k is ignored: keep only the k largest logits, set the others to -inf"),
+    ]  # fmt: skip
+    if top_k is not None:
+        z = rows / temperature
+        kth = torch.topk(z, top_k).values[:, -1:]
+        mistakes += [
+            (z.masked_fill(z >= kth, float("-inf")).softmax(-1).double(),
+             "the top-k mask is inverted: keep the k largest logits, set the rest to -inf"),
+            (z.masked_fill(z < kth, 0.0).softmax(-1).double(),
+             "the dropped logits must become -inf (probability 0), not 0"),
+            (_filtered_probs(rows, temperature, top_k, kth_of_first=True).double(),
+             "every row is cut at the first row's k-th largest logit: take each row's own, "
+             "torch.topk(z, k).values[:, -1:], of shape (B, 1)"),
+        ]  # fmt: skip
+        if top_k > 1:
+            mistakes.append((_filtered_probs(rows, temperature, top_k, keep_k=top_k - 1).double(),
+                             "keeps k - 1 tokens: drop the logits < the k-th largest, not <="))  # fmt: skip
+        mistakes += [
+            (_filtered_probs(rows, temperature, top_k, keep_k=k).double(),
+             f"the draws keep {'only the largest logit' if k == 1 else f'the {k} largest logits'}, not top_k = {top_k}: is a value written into the "
+             "code that should come from the argument top_k?")
+            for k in range(1, rows.size(-1)) if k not in (top_k, top_k - 1)
+        ]  # fmt: skip
+    mistakes += [
+        (_filtered_probs(rows, other, top_k).double(),
+         f"the draws follow temperature {other}, not {temperature}: is a value written into the code that "
+         "should come from the argument temperature?")
+        for other in dict.fromkeys(t for t, _ in _SETTINGS) if other not in (temperature, 1.0)
+    ]  # fmt: skip
+    return mistakes
+
+
+def _check_draws(fn: Callable[..., Any], rows: Tensor) -> None:
+    """At each setting the tokens' frequencies follow softmax(top-k(logits / T)); a mistake is named by the
+    probabilities its draws follow (where two draw alike at one setting, a later setting tells them apart)."""
+    ambiguous: list[str] = []
+    for temperature, top_k in _SETTINGS:
+        freq = _draw_frequencies(fn, rows, _DRAWS, temperature, top_k)  # (2, V)
+        expected = _filtered_probs(rows, temperature, top_k).double()
+        setting = f"at temperature {temperature} with top_k={top_k}"
+        mistakes = _sampling_mistakes(rows, temperature, top_k)
+        if _distance(freq, expected) < 0.02 and not (freq[expected == 0] > 0).any():
+            continue
+        named = list(dict.fromkeys(message for buggy, message in mistakes
+                                   if not torch.allclose(buggy, expected, atol=0.05)
+                                   and _distance(freq, buggy) < 0.02))  # fmt: skip
+        if len(named) > 1:  # two mistakes draw alike here: a later setting tells them apart
+            ambiguous.append(f"{setting}: {named[0]}")
+            continue
+        if named:
+            raise NotYet(f"{setting}: {named[0]}")
+        r = int(((freq - expected).abs().sum(-1)).argmax())  # the row furthest from its probabilities
+        shown = ", ".join(f"{f:.3f}" for f in freq[r].tolist())
+        wanted = ", ".join(f"{p:.3f}" for p in expected[r].tolist())
+        raise NotYet(f"{setting}, the tokens' frequencies over {_DRAWS:,} draws from the logits "
+                     f"{[round(x, 2) for x in rows[r].tolist()]} are {shown}; expected about {wanted}")  # fmt: skip
+    if ambiguous:
+        raise NotYet(ambiguous[0])
+
+
+def _check_generator_is_used(fn: Callable[..., Any], rows: Tensor) -> None:
+    """The same seed draws the same tokens; different seeds, different ones: the draws use ``generator``."""
+    logits = rows.repeat(32, 1)  # (64, V)
+    drawn = [call(fn, logits.clone(), 1.0, None, torch.Generator().manual_seed(seed)) for seed in (1, 1, 2)]
+    if not torch.equal(drawn[0], drawn[1]):
+        raise NotYet("the same seed gives different tokens: draw with the generator, "
+                     "torch.multinomial(probs, num_samples=1, generator=generator)")  # fmt: skip
+    reference = [torch.multinomial(logits.softmax(-1), 1, generator=torch.Generator().manual_seed(seed))
+                 for seed in (1, 2)]  # fmt: skip
+    if torch.equal(drawn[0], drawn[2]) and not torch.equal(*reference):
+        raise NotYet("generators of different seeds give the same tokens: the draws ignore the generator argument "
+                     "(a seed set inside, torch.manual_seed(...), or a torch.Generator of your own?). Set no seed: "
+                     "draw with the generator you are given, "
+                     "torch.multinomial(probs, num_samples=1, generator=generator)")  # fmt: skip
 
 
 def _nucleus(

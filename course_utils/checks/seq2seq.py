@@ -103,81 +103,13 @@ def check_decoder_layer(fn: Callable[..., Any]) -> Verdict:
     def one(B: int, T: int, S: int, seed: int) -> str:
         layer, theirs, x, memory, src, tgt = _decoder_case(B, T, S, seed)
         src_mask, tgt_mask = padding_mask(src, PAD), target_mask(tgt, PAD)
-        queries: list[Any] = []
-        hook = layer.cross_attn.register_forward_pre_hook(
-            lambda _m, args, kwargs: queries.append(_query_of(args, kwargs)), with_kwargs=True
-        )
-        try:
-            with not_called(layer):
-                try:
-                    with torch.no_grad():
-                        got = call(fn, layer, x, memory, src_mask, tgt_mask)
-                except NotYet:
-                    if any(q is memory for q in queries):
-                        raise NotYet(
-                            "cross-attention takes its queries from memory: the decoder asks, so "
-                            "cross_attn(query=x, key=memory, value=memory, mask=src_mask)"
-                        ) from None
-                    raise
-        finally:
-            hook.remove()
-        source_long = isinstance(got, Tensor) and got.shape == memory.shape
-        if any(q is memory for q in queries) or source_long:
-            length = f" (the output has the source's length {S})" if source_long else ""
-            raise NotYet(
-                f"cross-attention takes its queries from memory{length}: the decoder asks, so "
-                "cross_attn(query=x, key=memory, value=memory, mask=src_mask)"
-            )
+        got = _decoder_output(fn, layer, x, memory, src_mask, tgt_mask)
         with torch.no_grad():
             expected = theirs(
                 x, memory, tgt_mask=~causal_mask(T), tgt_key_padding_mask=tgt == PAD,
                 memory_key_padding_mask=src == PAD,
             )  # fmt: skip
-
-            def variant(self_mask: Tensor | None, cross_mask: Tensor | None, cross_from_input: bool = False) -> Tensor:
-                a = layer.norm1(x + layer.self_attn(x, x, x, self_mask)[0])
-                q = x if cross_from_input else a
-                c = layer.norm2(a + layer.cross_attn(q, memory, memory, cross_mask)[0])
-                return layer.norm3(c + layer.feed_forward(c))
-
-            h = layer.norm1(x)
-            pre = x + layer.self_attn(h, h, h, tgt_mask)[0]
-            h = layer.norm2(pre)
-            pre = pre + layer.cross_attn(h, memory, memory, src_mask)[0]
-            pre = pre + layer.feed_forward(layer.norm3(pre))
-            flipped = MISTAKES["flipped mask"]
-            mistakes = [
-                (
-                    variant(None, src_mask),
-                    f"{MISTAKES['no causal mask']} (self-attention runs without tgt_mask): pass mask=tgt_mask",
-                ),
-                (
-                    variant(padding_mask(tgt, PAD), src_mask),
-                    "the causal mask is forgotten (only the padding is masked): pass tgt_mask, causal and padding, "
-                    "to self-attention",
-                ),
-                (
-                    variant(causal_mask(T), src_mask),
-                    "tgt_mask is ignored: a causal mask of your own (or is_causal=True) hides the future but not the "
-                    "target's padding; pass mask=tgt_mask, which hides both",
-                ),
-                (
-                    variant(tgt_mask, None),
-                    "the memory mask is ignored: cross-attention reads the source's padding; pass mask=src_mask",
-                ),
-                (variant(~tgt_mask, ~src_mask), f"{flipped}. Pass tgt_mask and src_mask as they are, without ~"),
-                (variant(~tgt_mask, src_mask), f"{flipped}. Pass tgt_mask to self-attention as it is, without ~"),
-                (variant(tgt_mask, ~src_mask), f"{flipped}. Pass src_mask to cross-attention as it is, without ~"),
-                (
-                    variant(tgt_mask, src_mask, cross_from_input=True),
-                    "cross-attention's queries are the layer's input x: they must be the output of the first "
-                    "sublayer, a = norm1(x + SelfAttn(x))",
-                ),
-                (
-                    pre,
-                    "this is pre-norm (norm before each sublayer): the paper's layer normalises after the residual add",
-                ),
-            ]
+            mistakes = _decoder_mistakes(layer, x, memory, tgt, src_mask, tgt_mask)
         name_mistake(got, expected, mistakes)
         same(got, expected, "the layer's output")
         _trains_through(fn, layer, x, memory, src_mask, tgt_mask)
@@ -190,6 +122,92 @@ def check_decoder_layer(fn: Callable[..., Any]) -> Verdict:
         return each_case(one, [dict(B=2, T=4, S=7, seed=0), dict(B=3, T=6, S=5, seed=1)])
 
     return verdict(run)
+
+
+def _decoder_output(
+    fn: Callable[..., Any], layer: Any, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor
+) -> Any:
+    """The answer's output, without gradients; cross-attention asked by the memory (its queries) is told so."""
+    S = memory.size(1)
+    queries: list[Any] = []
+    hook = layer.cross_attn.register_forward_pre_hook(
+        lambda _m, args, kwargs: queries.append(_query_of(args, kwargs)), with_kwargs=True
+    )
+    try:
+        with not_called(layer):
+            try:
+                with torch.no_grad():
+                    got = call(fn, layer, x, memory, src_mask, tgt_mask)
+            except NotYet:
+                if any(q is memory for q in queries):
+                    raise NotYet(
+                        "cross-attention takes its queries from memory: the decoder asks, so "
+                        "cross_attn(query=x, key=memory, value=memory, mask=src_mask)"
+                    ) from None
+                raise
+    finally:
+        hook.remove()
+    source_long = isinstance(got, Tensor) and got.shape == memory.shape
+    if any(q is memory for q in queries) or source_long:
+        length = f" (the output has the source's length {S})" if source_long else ""
+        raise NotYet(
+            f"cross-attention takes its queries from memory{length}: the decoder asks, so "
+            "cross_attn(query=x, key=memory, value=memory, mask=src_mask)"
+        )
+    return got
+
+
+def _decoder_mistakes(
+    layer: Any, x: Tensor, memory: Tensor, tgt: Tensor, src_mask: Tensor, tgt_mask: Tensor
+) -> list[tuple[Tensor, str]]:
+    """Each classic mistake of a decoder layer, as the output it gives: (output, its message)."""
+    T = x.size(1)
+
+    def variant(self_mask: Tensor | None, cross_mask: Tensor | None, cross_from_input: bool = False) -> Tensor:
+        a = layer.norm1(x + layer.self_attn(x, x, x, self_mask)[0])
+        q = x if cross_from_input else a
+        c = layer.norm2(a + layer.cross_attn(q, memory, memory, cross_mask)[0])
+        return layer.norm3(c + layer.feed_forward(c))
+
+    h = layer.norm1(x)
+    pre = x + layer.self_attn(h, h, h, tgt_mask)[0]
+    h = layer.norm2(pre)
+    pre = pre + layer.cross_attn(h, memory, memory, src_mask)[0]
+    pre = pre + layer.feed_forward(layer.norm3(pre))
+    flipped = MISTAKES["flipped mask"]
+    mistakes = [
+        (
+            variant(None, src_mask),
+            f"{MISTAKES['no causal mask']} (self-attention runs without tgt_mask): pass mask=tgt_mask",
+        ),
+        (
+            variant(padding_mask(tgt, PAD), src_mask),
+            "the causal mask is forgotten (only the padding is masked): pass tgt_mask, causal and padding, "
+            "to self-attention",
+        ),
+        (
+            variant(causal_mask(T), src_mask),
+            "tgt_mask is ignored: a causal mask of your own (or is_causal=True) hides the future but not the "
+            "target's padding; pass mask=tgt_mask, which hides both",
+        ),
+        (
+            variant(tgt_mask, None),
+            "the memory mask is ignored: cross-attention reads the source's padding; pass mask=src_mask",
+        ),
+        (variant(~tgt_mask, ~src_mask), f"{flipped}. Pass tgt_mask and src_mask as they are, without ~"),
+        (variant(~tgt_mask, src_mask), f"{flipped}. Pass tgt_mask to self-attention as it is, without ~"),
+        (variant(tgt_mask, ~src_mask), f"{flipped}. Pass src_mask to cross-attention as it is, without ~"),
+        (
+            variant(tgt_mask, src_mask, cross_from_input=True),
+            "cross-attention's queries are the layer's input x: they must be the output of the first "
+            "sublayer, a = norm1(x + SelfAttn(x))",
+        ),
+        (
+            pre,
+            "this is pre-norm (norm before each sublayer): the paper's layer normalises after the residual add",
+        ),
+    ]
+    return mistakes
 
 
 def _prefix_lm(prefix_len: Tensor, size: int) -> Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -51,96 +52,16 @@ def check_label_smoothing(fn: Callable[..., Any]) -> Verdict:
     def one(N: int, V: int, seed: int) -> str:
         g = torch.Generator().manual_seed(seed)
         logits, target = torch.randn(N, V, generator=g), torch.randint(0, V, (N,), generator=g)
-        log_p = logits.log_softmax(-1)  # (N, V)
-        true = log_p.gather(1, target[:, None]).squeeze(1)  # (N,): log p of the true token
-        others = log_p.sum(-1) - true  # (N,): sum of log p over the V - 1 other tokens
-        levels = (0.1, 0.3, 0.0)  # 0.1 first: a convention of its own shows there, not only a side effect at 0
-        gots: dict[float, Tensor] = {}
-        for smoothing in levels:
-            got = call(fn, logits, target, smoothing)
-            if isinstance(got, np.ndarray | np.generic):
-                got = torch.as_tensor(got)
-            if not isinstance(got, Tensor | float | int):
-                raise NotYet(f"return the loss as a tensor or a number; got {type(got).__name__}")
-            got = torch.as_tensor(got, dtype=logits.dtype)
-            got = got.reshape(()) if got.numel() == 1 else got  # a loss of shape (1,) will do
-            at = f"at smoothing={smoothing}"
-            if got.shape == (N,):
-                raise NotYet(f"{at}: one loss per position, shape ({N},): return their mean, a single number")
-            if got.device == logits.device and got.numel() == 1 and not bool(torch.isfinite(got).all()):
-                raise NotYet(
-                    f"{at}: the loss is {got.item()}: something takes log(0), probably ln q where the target q is 0 "
-                    "(as in the sum of q (ln q - ln p)). The cross-entropy -sum q ln p needs only "
-                    "ln p = logits.log_softmax(-1)"
-                )
-            gots[smoothing] = got
-
-        def ce(smoothing: float) -> Tensor:
-            return F.cross_entropy(logits, target, label_smoothing=smoothing)
-
-        def smoothed(smoothing: float) -> Tensor:
-            return torch.full_like(log_p, smoothing / V).scatter(1, target[:, None], 1 - smoothing + smoothing / V)
-
-        padding = (
-            "the positions whose target is 0 are left out, as if 0 were padding: this function has no padding to "
-            "skip, every one of the N positions counts (seq2seq_loss leaves padding out, with ignore_index=pad_id)"
-        )
-        real = target != 0
-        # Each classic mistake, as the loss it gives at a smoothing: an answer named by one gives that loss at every
-        # smoothing tested.
-        mistakes: list[tuple[str, Callable[[float], Tensor]]] = [
-            ("the smoothing is ignored: this is plain cross-entropy", lambda s: ce(0.0)),
-            *(
-                (
-                    f"this is the loss at smoothing={h} whatever smoothing is given: use the argument smoothing, not "
-                    "a number written into the code",
-                    lambda s, h=h: ce(h),
-                )
-                for h in levels
-                if h
-            ),
-            *(
-                (_ANNOTATED, lambda s, i=i: _annotated_smoothing(log_p, target, s, 0)[i])
-                for i in range(len(_annotated_smoothing(log_p, target, 0.1, 0)))
-            ),
-            (
-                "smoothing / (V - 1) on each of the V - 1 other tokens and 1 - smoothing on the true one: a "
-                "convention of its own; PyTorch's, used here, spreads smoothing / V over all V tokens, the "
-                "true one included",
-                lambda s: (-(1 - s) * true - s / (V - 1) * others).mean(),
-            ),
-            (
-                "the true token gets 1 - smoothing: it must be 1 - smoothing + smoothing / V, so that the "
-                "smoothed target sums to 1",
-                lambda s: (-(1 - s) * true - s / V * others).mean(),
-            ),
-            (
-                "this is the KL divergence between the smoothed target q and p, the cross-entropy minus the "
-                "entropy of q: return the cross-entropy itself, -sum q ln p (F.cross_entropy's value)",
-                lambda s: ce(s) + (smoothed(s) * smoothed(s).clamp_min(1e-30).log()).sum(-1).mean(),
-            ),
-            ("the sum over positions: take the mean", lambda s: ce(s) * N),
-            (
-                "the mean over all N x V entries: sum over the V tokens, then average over the N positions",
-                lambda s: ce(s) / V,
-            ),
-            ("the sign is flipped: the cross-entropy is -sum q ln p, a positive number", lambda s: -ce(s)),
-            (
-                "ln p must be the log-softmax of the logits (logits.log_softmax(-1)); the logits themselves are "
-                "not log-probabilities",
-                lambda s: -(smoothed(s) * logits).sum(-1).mean(),
-            ),
-            (padding, lambda s: F.cross_entropy(logits[real], target[real], label_smoothing=s)),
-            (padding, lambda s: F.cross_entropy(logits, target, label_smoothing=s, reduction="none")[real].sum() / N),
-        ]
-        wrong = [s for s in levels if differs(gots[s], ce(s))]
+        gots = _smoothed_losses(fn, logits, target)
+        ce = partial(F.cross_entropy, logits, target)
+        wrong = [s for s in _SMOOTHINGS if differs(gots[s], ce(label_smoothing=s))]
         if wrong:
-            for message, loss in mistakes:
-                values = {s: loss(s) for s in levels}
-                shows = [s for s in levels if differs(values[s], ce(s))]
-                if shows and not any(differs(gots[s], values[s]) for s in levels):
+            for message, loss in _smoothing_mistakes(logits, target):
+                values = {s: loss(s) for s in _SMOOTHINGS}
+                shows = [s for s in _SMOOTHINGS if differs(values[s], ce(label_smoothing=s))]
+                if shows and not any(differs(gots[s], values[s]) for s in _SMOOTHINGS):
                     raise NotYet(f"at smoothing={shows[0]}: {message}")
-            same(gots[wrong[0]], ce(wrong[0]), f"the loss at smoothing={wrong[0]}")
+            same(gots[wrong[0]], ce(label_smoothing=wrong[0]), f"the loss at smoothing={wrong[0]}")
         backpropagates(
             fn,
             logits,
@@ -158,6 +79,101 @@ def check_label_smoothing(fn: Callable[..., Any]) -> Verdict:
         return each_case(one, [dict(N=6, V=5, seed=0), dict(N=4, V=9, seed=1)])
 
     return verdict(run)
+
+
+_SMOOTHINGS = (0.1, 0.3, 0.0)  # 0.1 first: a convention of its own shows there, not only a side effect at 0
+
+
+def _smoothed_losses(fn: Callable[..., Any], logits: Tensor, target: Tensor) -> dict[float, Tensor]:
+    """The answer's loss at each smoothing, as a tensor of shape (); an answer of another shape or type, or one that
+    takes log(0), is told so."""
+    N = logits.size(0)
+    gots: dict[float, Tensor] = {}
+    for smoothing in _SMOOTHINGS:
+        got = call(fn, logits, target, smoothing)
+        if isinstance(got, np.ndarray | np.generic):
+            got = torch.as_tensor(got)
+        if not isinstance(got, Tensor | float | int):
+            raise NotYet(f"return the loss as a tensor or a number; got {type(got).__name__}")
+        got = torch.as_tensor(got, dtype=logits.dtype)
+        got = got.reshape(()) if got.numel() == 1 else got  # a loss of shape (1,) will do
+        at = f"at smoothing={smoothing}"
+        if got.shape == (N,):
+            raise NotYet(f"{at}: one loss per position, shape ({N},): return their mean, a single number")
+        if got.device == logits.device and got.numel() == 1 and not bool(torch.isfinite(got).all()):
+            raise NotYet(
+                f"{at}: the loss is {got.item()}: something takes log(0), probably ln q where the target q is 0 "
+                "(as in the sum of q (ln q - ln p)). The cross-entropy -sum q ln p needs only "
+                "ln p = logits.log_softmax(-1)"
+            )
+        gots[smoothing] = got
+    return gots
+
+
+def _smoothing_mistakes(logits: Tensor, target: Tensor) -> list[tuple[str, Callable[[float], Tensor]]]:
+    """Each classic mistake, as the loss it gives at a smoothing: an answer named by one gives that loss at every
+    smoothing tested."""
+    N, V = logits.shape
+    log_p = logits.log_softmax(-1)  # (N, V)
+    true = log_p.gather(1, target[:, None]).squeeze(1)  # (N,): log p of the true token
+    others = log_p.sum(-1) - true  # (N,): sum of log p over the V - 1 other tokens
+
+    def ce(smoothing: float) -> Tensor:
+        return F.cross_entropy(logits, target, label_smoothing=smoothing)
+
+    def smoothed(smoothing: float) -> Tensor:
+        return torch.full_like(log_p, smoothing / V).scatter(1, target[:, None], 1 - smoothing + smoothing / V)
+
+    padding = (
+        "the positions whose target is 0 are left out, as if 0 were padding: this function has no padding to "
+        "skip, every one of the N positions counts (seq2seq_loss leaves padding out, with ignore_index=pad_id)"
+    )
+    real = target != 0
+    return [
+        ("the smoothing is ignored: this is plain cross-entropy", lambda s: ce(0.0)),
+        *(
+            (
+                f"this is the loss at smoothing={h} whatever smoothing is given: use the argument smoothing, not "
+                "a number written into the code",
+                lambda s, h=h: ce(h),
+            )
+            for h in _SMOOTHINGS
+            if h
+        ),
+        *(
+            (_ANNOTATED, lambda s, i=i: _annotated_smoothing(log_p, target, s, 0)[i])
+            for i in range(len(_annotated_smoothing(log_p, target, 0.1, 0)))
+        ),
+        (
+            "smoothing / (V - 1) on each of the V - 1 other tokens and 1 - smoothing on the true one: a "
+            "convention of its own; PyTorch's, used here, spreads smoothing / V over all V tokens, the "
+            "true one included",
+            lambda s: (-(1 - s) * true - s / (V - 1) * others).mean(),
+        ),
+        (
+            "the true token gets 1 - smoothing: it must be 1 - smoothing + smoothing / V, so that the "
+            "smoothed target sums to 1",
+            lambda s: (-(1 - s) * true - s / V * others).mean(),
+        ),
+        (
+            "this is the KL divergence between the smoothed target q and p, the cross-entropy minus the "
+            "entropy of q: return the cross-entropy itself, -sum q ln p (F.cross_entropy's value)",
+            lambda s: ce(s) + (smoothed(s) * smoothed(s).clamp_min(1e-30).log()).sum(-1).mean(),
+        ),
+        ("the sum over positions: take the mean", lambda s: ce(s) * N),
+        (
+            "the mean over all N x V entries: sum over the V tokens, then average over the N positions",
+            lambda s: ce(s) / V,
+        ),
+        ("the sign is flipped: the cross-entropy is -sum q ln p, a positive number", lambda s: -ce(s)),
+        (
+            "ln p must be the log-softmax of the logits (logits.log_softmax(-1)); the logits themselves are "
+            "not log-probabilities",
+            lambda s: -(smoothed(s) * logits).sum(-1).mean(),
+        ),
+        (padding, lambda s: F.cross_entropy(logits[real], target[real], label_smoothing=s)),
+        (padding, lambda s: F.cross_entropy(logits, target, label_smoothing=s, reduction="none")[real].sum() / N),
+    ]
 
 
 def check_weight_tying(fn: Callable[..., Any]) -> Verdict:
