@@ -35,7 +35,7 @@ PAGES = [ROOT / "README.md"]
 # .ci/run's stages, in order: what each runs.
 STAGES = {
     "environment": "a virtual environment and PyTorch's CPU wheel (uv)",
-    "make test": "lint, every test and every notebook's complete edition under nbval",
+    "make test": "ruff, basedpyright, every test but the dry_run ones, every notebook's complete edition under nbval",
     "make test-colab": "every notebook again, on Colab's library versions and other CPU kernels",
     "make site": "the website, from the committed notebooks",
     "make slides": "a deck per chapter",
@@ -55,7 +55,7 @@ def ci_table(results: dict) -> str:
         rows.append(
             f"| `{stage['name']}` | {STAGES.get(stage['name'], '')} | {stage['seconds']:,} | {stage.get('pytest', '')} |"
         )
-    rows.append(f"| **all of `.ci/run`** | | **{results['total_seconds']:,}** | |")
+    rows.append(f"| **the stages together** | | **{results['total_seconds']:,}** | |")
     return "\n".join(rows) + (
         f"\n\n{results['date']}, commit {results.get('commit', 'unknown')}, a clean clone on {results['machine']} "
         "(`.ci/run`, recorded with `python tools/figures.py --record-ci`; pytest's own time excludes installing).\n"
