@@ -76,7 +76,8 @@ def run_times_table() -> str:
     on_gpu = {n["notebook"]: n for n in gpu["notebooks"]}
 
     def cell(seconds: float | None, failed: bool = False) -> str:
-        return "" if seconds is None else f"{seconds:.0f} s" + (", failed" if failed else "")
+        # a no-break space: a narrow column keeps "18 s" on one line
+        return "" if seconds is None else f"{seconds:.0f}\u00a0s" + (", failed" if failed else "")
 
     rows = [
         "| notebook | " + " | ".join(stem[:2] for stem in stems) + " |",
@@ -161,20 +162,18 @@ def measure_skip_training() -> dict:
     import platform
 
     import nbformat
-    from nbclient import NotebookClient
+    from gpu_dry_run import execute, reads_skip_training  # tools/, beside this file
 
     env = {**os.environ, "COURSE_SKIP_TRAINING": "1", "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "",
            "COURSE_PROGRESS": "text", "PYTHONHASHSEED": "0"}  # fmt: skip
     seconds = {}
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        if not any(c.cell_type == "code" and "SKIP_TRAINING" in c.source for c in nb.cells):
+        if not reads_skip_training(path):
             continue
-        start = time.perf_counter()
-        NotebookClient(
-            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-        ).execute(env=env)
-        seconds[path.stem] = round(time.perf_counter() - start)
+        took, errors, _ = execute(nbformat.read(path, as_version=4), env, 600)
+        if errors:
+            raise SystemExit(f"{path.stem} with SKIP_TRAINING: {errors[0]}")
+        seconds[path.stem] = round(took)
         print(f"{path.stem}: {seconds[path.stem]} s with SKIP_TRAINING")
     return {
         "date": time.strftime("%Y-%m-%d"),

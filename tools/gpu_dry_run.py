@@ -204,7 +204,7 @@ def reads_skip_training(path: Path) -> bool:
 def _task(kind: str, target: str, timeout: int, amp_dtype: str | None) -> tuple[str, list[str], list[str], float]:
     """One unit of the dry run, in a process of its own: (what it was, errors, failed trained-figure checks, s)."""
     start = time.perf_counter()
-    if kind == "benchmark":
+    if kind == "command":
         done = subprocess.run([sys.executable, *target.split()], cwd=ROOT, capture_output=True, text=True)
         said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         errors = [f"{target}: exit {done.returncode}: {said[0][:300]}"] if done.returncode else []
@@ -259,7 +259,7 @@ def main() -> int:
     for p in paths:
         tasks += [("complete", p.name)] if args.complete or reads_skip_training(p) else []
         tasks += [] if args.complete else [("student", p.name)]
-    tasks += [] if args.no_benchmarks else [("benchmark", " ".join(command)) for command in BENCHMARKS]
+    tasks += [] if args.no_benchmarks else [("command", " ".join(command)) for command in BENCHMARKS]
     if args.jobs > 1:
         os.environ["OMP_NUM_THREADS"] = "1"  # one thread a kernel: the kernels share the cores
     failures = 0
