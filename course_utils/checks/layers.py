@@ -289,6 +289,65 @@ def _mask_mistakes(attend_with: Callable[[Tensor | None], Tensor], mask: Tensor)
     ]
 
 
+def _post_norm_mistakes(layer: nn.Module, x: Tensor, mask: Tensor) -> list[tuple[Tensor, str]]:
+    """Each classic mistake of a post-norm encoder layer, as the output it gives: (output, its message)."""
+    n1, n2, ffn = layer.norm1, layer.norm2, layer.feed_forward
+
+    def attend(h: Tensor) -> Tensor:
+        return layer.self_attn(h, h, h, mask)[0]
+
+    a = attend(x)
+    h = n1(x + a)
+    y = x + attend(n1(x))
+    h_swapped = n2(x + a)
+    h_no_residual = n1(a)
+    return [
+        (
+            y + ffn(n2(y)),
+            "this is pre-norm (the norm before each sublayer): the paper's post-norm normalises after the "
+            "residual addition, norm1(x + SelfAttn(x))",
+        ),
+        (
+            n2(ffn(h_no_residual)),
+            "the residual connections are missing: add each sublayer's input to its output before the norm",
+        ),
+        (n2(h_no_residual + ffn(h_no_residual)), "the first residual connection is missing: norm1(x + SelfAttn(x))"),
+        (n2(ffn(h)), "the second residual connection is missing: norm2(h + FFN(h))"),
+        (
+            n2(x + ffn(h)),
+            "the second residual adds x, the layer's input: add h, the feed-forward sublayer's own input, "
+            "norm2(h + FFN(h))",
+        ),
+        *_mask_mistakes(lambda m: _post_norm(layer, x, m), mask),
+        (
+            n1(h_swapped + ffn(h_swapped)),
+            "norm1 and norm2 are swapped: norm1 follows the attention, norm2 the feed-forward network",
+        ),
+        (n1(h + ffn(h)), "norm1 is used twice: the second add & norm has its own LayerNorm, norm2(h + FFN(h))"),
+        (
+            n2(h + ffn(x)),
+            "the feed-forward network reads x: it must read h, the attention sublayer's normalised output",
+        ),
+        (
+            n2(h + ffn(x + a)),
+            "the feed-forward network reads x + SelfAttn(x), before norm1: it must read h = norm1(x + SelfAttn(x))",
+        ),
+        (
+            n2(x + a + ffn(x + a)),
+            "norm1's output is not used (calling layer.norm1(...) returns a new tensor, it does not change "
+            "its input): h = norm1(x + SelfAttn(x)) must feed the feed-forward sublayer",
+        ),
+        ((x + a) + ffn(x + a), "the norms are missing: norm1(x + SelfAttn(x)), then norm2(h + FFN(h))"),
+        (h, "the feed-forward sublayer is missing: after h = norm1(x + SelfAttn(x)), return norm2(h + FFN(h))"),
+    ]
+
+
+def _post_norm(layer: nn.Module, x: Tensor, mask: Tensor | None) -> Tensor:
+    """The paper's encoder layer: h = norm1(x + SelfAttn(x)), then norm2(h + FFN(h))."""
+    h = layer.norm1(x + layer.self_attn(x, x, x, mask)[0])
+    return layer.norm2(h + layer.feed_forward(h))
+
+
 def check_encoder_layer(fn: Callable[..., Any]) -> Verdict:
     """``fn(layer, x, mask)`` computes the paper's post-norm encoder layer from ``layer``'s submodules:
     h = norm1(x + SelfAttn(x)), then norm2(h + FFN(h))."""
@@ -297,74 +356,13 @@ def check_encoder_layer(fn: Callable[..., Any]) -> Verdict:
         layer, theirs, x, mask = _layer_case(lengths, T, d_model, seed, norm_first=False)
         real = mask[:, 0, 0]  # (B, T): True = real token
         got = _run_layer(fn, layer, x, mask)
-        n1, n2, ffn = layer.norm1, layer.norm2, layer.feed_forward
-
-        def post_norm(x: Tensor, m: Tensor | None = mask) -> Tensor:
-            h = n1(x + layer.self_attn(x, x, x, m)[0])
-            return n2(h + ffn(h))
-
         with torch.no_grad():
-
-            def attend(h: Tensor, m: Tensor | None = mask) -> Tensor:
-                return layer.self_attn(h, h, h, m)[0]
-
-            a = attend(x)
-            h = n1(x + a)
-            y = x + attend(n1(x))
-            h_swapped = n2(x + a)
-            h_no_residual = n1(a)
-            mistakes = [
-                (
-                    y + ffn(n2(y)),
-                    "this is pre-norm (the norm before each sublayer): the paper's post-norm normalises after the "
-                    "residual addition, norm1(x + SelfAttn(x))",
-                ),
-                (
-                    n2(ffn(h_no_residual)),
-                    "the residual connections are missing: add each sublayer's input to its output before the norm",
-                ),
-                (
-                    n2(h_no_residual + ffn(h_no_residual)),
-                    "the first residual connection is missing: norm1(x + SelfAttn(x))",
-                ),
-                (n2(ffn(h)), "the second residual connection is missing: norm2(h + FFN(h))"),
-                (
-                    n2(x + ffn(h)),
-                    "the second residual adds x, the layer's input: add h, the feed-forward sublayer's own input, "
-                    "norm2(h + FFN(h))",
-                ),
-                *_mask_mistakes(lambda m: post_norm(x, m), mask),
-                (
-                    n1(h_swapped + ffn(h_swapped)),
-                    "norm1 and norm2 are swapped: norm1 follows the attention, norm2 the feed-forward network",
-                ),
-                (
-                    n1(h + ffn(h)),
-                    "norm1 is used twice: the second add & norm has its own LayerNorm, norm2(h + FFN(h))",
-                ),
-                (
-                    n2(h + ffn(x)),
-                    "the feed-forward network reads x: it must read h, the attention sublayer's normalised output",
-                ),
-                (
-                    n2(h + ffn(x + a)),
-                    "the feed-forward network reads x + SelfAttn(x), before norm1: it must read h = "
-                    "norm1(x + SelfAttn(x))",
-                ),
-                (
-                    n2(x + a + ffn(x + a)),
-                    "norm1's output is not used (calling layer.norm1(...) returns a new tensor, it does not change "
-                    "its input): h = norm1(x + SelfAttn(x)) must feed the feed-forward sublayer",
-                ),
-                ((x + a) + ffn(x + a), "the norms are missing: norm1(x + SelfAttn(x)), then norm2(h + FFN(h))"),
-                (h, "the feed-forward sublayer is missing: after h = norm1(x + SelfAttn(x)), return norm2(h + FFN(h))"),
-            ]
-            expected = n2(h + ffn(h))
-            name_mistake(got, expected, mistakes)
+            expected = _post_norm(layer, x, mask)
+            name_mistake(got, expected, _post_norm_mistakes(layer, x, mask))
             same(got, expected, "the layer's output")
             torch_out = theirs(x, src_key_padding_mask=~real)  # torch: True = padding
         same(got[real], torch_out[real], "the output at the real positions, compared with nn.TransformerEncoderLayer")
-        _trains_through(fn, layer, x, mask, post_norm)
+        _trains_through(fn, layer, x, mask, lambda x: _post_norm(layer, x, mask))
         return (
             "post-norm layer is right: equal to course_utils.EncoderLayer and, at the real positions, to "
             "nn.TransformerEncoderLayer."
@@ -390,84 +388,90 @@ def _trains_through(
         same_gradients(answer, (x,), reference, ("x",), "the layer's output")
 
 
+def _pre_norm_mistakes(layer: nn.Module, x: Tensor, mask: Tensor) -> list[tuple[Tensor, str]]:
+    """Each classic mistake of a pre-norm encoder layer, as the output it gives: (output, its message)."""
+    n1, n2, ffn = layer.norm1, layer.norm2, layer.feed_forward
+
+    def attend(h: Tensor) -> Tensor:
+        return layer.self_attn(h, h, h, mask)[0]
+
+    a = attend(n1(x))
+    y = x + a
+    expected = y + ffn(n2(y))
+    post = n1(x + attend(x))
+    h = n1(x)  # the stream itself normalised, then the residual taken from it
+    z = h + attend(h)
+    no_residual = "the residual connections are missing: add each sublayer's output to its input"
+    output_normed = (
+        "a norm is applied to the layer's output: in pre-norm each LayerNorm feeds a sublayer, the "
+        "stream is added to as it is (a pre-norm *stack* ends with one final norm, not each layer)"
+    )
+    y_swapped = x + attend(n2(x))
+    y_raw = x + attend(x)
+    y_kv = x + layer.self_attn(n1(x), x, x, mask)[0]  # only the queries normalised
+    return [
+        (
+            n2(post + ffn(post)),
+            "this is post-norm (norm after the residual add); pre-norm normalises the sublayer's input",
+        ),
+        (a + ffn(n2(x)), no_residual),
+        (ffn(n2(a)), no_residual),
+        (z + ffn(n2(z)), MISTAKES["normalised stream"]),
+        (n2(z) + ffn(n2(z)), MISTAKES["normalised stream"]),
+        (n2(expected), output_normed),
+        (n1(expected), output_normed),
+        *_mask_mistakes(lambda m: _pre_norm(layer, x, m), mask),
+        (
+            y_swapped + ffn(n1(y_swapped)),
+            "norm1 and norm2 are swapped: norm1 feeds the attention, norm2 the feed-forward network",
+        ),
+        (y + ffn(n1(y)), "norm1 is used twice: the feed-forward network reads its own norm, FFN(norm2(x))"),
+        (
+            y + ffn(n2(x)),
+            "the feed-forward network reads the layer's input x, not the stream after the attention's "
+            "residual: x = x + SelfAttn(norm1(x)) first, then x + FFN(norm2(x)) with that new x",
+        ),
+        (
+            x + ffn(n2(y)),
+            "the second residual adds the layer's input x: add to the stream after the attention, "
+            "x = x + SelfAttn(norm1(x)), then x + FFN(norm2(x)) with that new x",
+        ),
+        (
+            y + ffn(y),
+            "the feed-forward network reads the stream unnormalised: each sublayer reads a normalised copy, "
+            "x + FFN(norm2(x))",
+        ),
+        (
+            y_raw + ffn(n2(y_raw)),
+            "self-attention reads the stream unnormalised: each sublayer reads a normalised copy, "
+            "h = norm1(x), then x + SelfAttn(h)",
+        ),
+        (
+            y_kv + ffn(n2(y_kv)),
+            "self-attention's keys and values read x unnormalised: pass the normalised copy h = norm1(x) as "
+            "query, key and value",
+        ),
+    ]
+
+
+def _pre_norm(layer: nn.Module, x: Tensor, mask: Tensor | None) -> Tensor:
+    """A pre-norm encoder layer: x = x + SelfAttn(norm1(x)), then x + FFN(norm2(x))."""
+    h = layer.norm1(x)
+    x = x + layer.self_attn(h, h, h, mask)[0]
+    return x + layer.feed_forward(layer.norm2(x))
+
+
 def check_pre_norm_layer(fn: Callable[..., Any]) -> Verdict:
     """``fn(layer, x, mask)`` computes a pre-norm encoder layer's forward from ``layer``'s submodules."""
 
     def one(lengths: tuple[int, ...], T: int, d_model: int, seed: int) -> str:
         layer, _, x, mask = _layer_case(lengths, T, d_model, seed, norm_first=True)
         got = _run_layer(fn, layer, x, mask)
-        n1, n2, ffn = layer.norm1, layer.norm2, layer.feed_forward
-
-        def pre_norm(x: Tensor, m: Tensor | None = mask) -> Tensor:
-            h = n1(x)
-            x = x + layer.self_attn(h, h, h, m)[0]
-            return x + ffn(n2(x))
-
         with torch.no_grad():
-
-            def attend(h: Tensor) -> Tensor:
-                return layer.self_attn(h, h, h, mask)[0]
-
-            a = attend(n1(x))
-            y = x + a
-            expected = y + ffn(n2(y))
-            post = n1(x + attend(x))
-            h = n1(x)  # the stream itself normalised, then the residual taken from it
-            z = h + attend(h)
-            no_residual = "the residual connections are missing: add each sublayer's output to its input"
-            output_normed = (
-                "a norm is applied to the layer's output: in pre-norm each LayerNorm feeds a sublayer, the "
-                "stream is added to as it is (a pre-norm *stack* ends with one final norm, not each layer)"
-            )
-            y_swapped = x + attend(n2(x))
-            y_raw = x + attend(x)
-            y_kv = x + layer.self_attn(n1(x), x, x, mask)[0]  # only the queries normalised
-            mistakes = [
-                (
-                    n2(post + ffn(post)),
-                    "this is post-norm (norm after the residual add); pre-norm normalises the sublayer's input",
-                ),
-                (a + ffn(n2(x)), no_residual),
-                (ffn(n2(a)), no_residual),
-                (z + ffn(n2(z)), MISTAKES["normalised stream"]),
-                (n2(z) + ffn(n2(z)), MISTAKES["normalised stream"]),
-                (n2(expected), output_normed),
-                (n1(expected), output_normed),
-                *_mask_mistakes(lambda m: pre_norm(x, m), mask),
-                (
-                    y_swapped + ffn(n1(y_swapped)),
-                    "norm1 and norm2 are swapped: norm1 feeds the attention, norm2 the feed-forward network",
-                ),
-                (y + ffn(n1(y)), "norm1 is used twice: the feed-forward network reads its own norm, FFN(norm2(x))"),
-                (
-                    y + ffn(n2(x)),
-                    "the feed-forward network reads the layer's input x, not the stream after the attention's "
-                    "residual: x = x + SelfAttn(norm1(x)) first, then x + FFN(norm2(x)) with that new x",
-                ),
-                (
-                    x + ffn(n2(y)),
-                    "the second residual adds the layer's input x: add to the stream after the attention, "
-                    "x = x + SelfAttn(norm1(x)), then x + FFN(norm2(x)) with that new x",
-                ),
-                (
-                    y + ffn(y),
-                    "the feed-forward network reads the stream unnormalised: each sublayer reads a normalised copy, "
-                    "x + FFN(norm2(x))",
-                ),
-                (
-                    y_raw + ffn(n2(y_raw)),
-                    "self-attention reads the stream unnormalised: each sublayer reads a normalised copy, "
-                    "h = norm1(x), then x + SelfAttn(h)",
-                ),
-                (
-                    y_kv + ffn(n2(y_kv)),
-                    "self-attention's keys and values read x unnormalised: pass the normalised copy h = norm1(x) as "
-                    "query, key and value",
-                ),
-            ]
-            name_mistake(got, expected, mistakes)
+            expected = _pre_norm(layer, x, mask)
+            name_mistake(got, expected, _pre_norm_mistakes(layer, x, mask))
             same(got, expected, "the layer's output")
-        _trains_through(fn, layer, x, mask, pre_norm)
+        _trains_through(fn, layer, x, mask, lambda x: _pre_norm(layer, x, mask))
         return "pre-norm layer is right: x + SelfAttn(LN(x)), then x + FFN(LN(x))."
 
     def run() -> str:
