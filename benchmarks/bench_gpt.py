@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, replace
 
 import torch
-from common import SDPA_BACKENDS, alternated_step_times, machine, save, sdpa_backend
+from common import SDPA_BACKENDS, add_record_argument, alternated_step_times, machine, save, sdpa_backend
 from nanogpt_reference import ReferenceGPT
 
 from course_utils import (
@@ -99,6 +99,7 @@ def main() -> None:
     )
     parser.add_argument("--aa", action="store_true", help="time a second copy of the course's GPT too (A/A)")
     parser.add_argument("--sdpa-backend", choices=SDPA_BACKENDS, default=None, help="attention on this kernel only")
+    add_record_argument(parser)
     args = parser.parse_args()
 
     device = torch.device(args.device) if args.device else get_device()
@@ -152,7 +153,7 @@ def main() -> None:
         print(f"  A/A: the course's GPT against its identical twin = {aa:.3f} (the harness's own bias; ideally 1.000)")
     result = {
         "device": str(device), "machine": machine(device), "torch": torch.__version__, "preset": preset,
-        "parameters_without_positions": n_params, "batch": [config.batch_size, sizes.block_size],
+        "n_layers": sizes.n_layers, "steps": args.steps, "parameters_without_positions": n_params, "batch": [config.batch_size, sizes.block_size],
         "compile": was_compiled, "sdpa_backend": args.sdpa_backend,
         "ms_per_step": {k: round(1000 * s, 2) for k, s in seconds.items()},
         "ratio": round(ratio, 3), "aa_ratio": aa, "tokens_per_second": round(tokens / seconds["course_utils.GPT"]),
@@ -186,7 +187,7 @@ def main() -> None:
             + (f"reached at step {done['step']}, {done['seconds']} s" if done else "not reached")
         )
 
-    save(result, f"gpt-{preset}-{device.type}")
+    save(result, f"gpt-{preset}-{device.type}", device, args.record)
 
 
 if __name__ == "__main__":

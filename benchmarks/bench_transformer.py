@@ -23,7 +23,7 @@ import contextlib
 from dataclasses import asdict, replace
 
 import torch
-from common import alternated_step_times, machine, save
+from common import add_record_argument, alternated_step_times, machine, save
 
 from course_utils import (
     DATE_TRANSFORMER,
@@ -82,6 +82,8 @@ def main() -> None:
     parser.add_argument("--timing-steps", type=int, default=200, help="alternated steps timed per model")
     parser.add_argument("--skip-accuracy", action="store_true", help="only time the steps")
     parser.add_argument("--target", type=float, default=0.99, help="held-out exact match to reach")
+    parser.add_argument("--warmup", type=int, default=20, help="alternated steps per model before the clock starts")
+    add_record_argument(parser)
     args = parser.parse_args()
 
     device = torch.device(args.device) if args.device else get_device()
@@ -116,13 +118,16 @@ def main() -> None:
 
         return step
 
-    times = alternated_step_times({name: stepper(name) for name in contenders}, device, args.timing_steps, warmup=20)
+    times = alternated_step_times(
+        {name: stepper(name) for name in contenders}, device, args.timing_steps, warmup=args.warmup
+    )
     print(f"median train step ({args.timing_steps} alternated steps each, batch {config.batch_size}):")
     for name, t in times.items():
         print(f"  {name:23} {1000 * t:8.2f} ms   ratio to nn.Transformer {t / times['nn.Transformer']:.3f}")
 
     result = {
         "torch": torch.__version__, "device": str(device), "machine": machine(device), "preset": args.preset,
+        "parameters": count_parameters(ours), "batch_size": config.batch_size, "timing_steps": args.timing_steps,
         "step_ms": {k: round(1000 * v, 3) for k, v in times.items()},
         "ratio": {k: round(v / times["nn.Transformer"], 3) for k, v in times.items()},
     }  # fmt: skip
@@ -133,7 +138,7 @@ def main() -> None:
             outcome = time_to_accuracy(build(cls, task, sizes, device), task, src, tgt, config, device, args.target, 50)
             result["to_accuracy"][name] = outcome
             print(f"  {name:15} {outcome}")
-    save(result, f"transformer-{args.preset}-{device.type}")
+    save(result, f"transformer-{args.preset}-{device.type}", device, args.record)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,15 @@ runs, choosing the attention kernel, and saving results."""
 
 from __future__ import annotations
 
+import argparse
 import collections
 import contextlib
 import json
+import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,13 +52,66 @@ def alternated_step_times(
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def save(result: dict[str, Any], stem: str) -> Path:
-    """Write ``result`` as JSON to benchmarks/results/ (not committed) and say where."""
+MEASURED = Path(__file__).resolve().parent / "measured"
+
+
+def processor(device: torch.device) -> str:
+    """The processor that ran a benchmark, as a table names it: the CPU's model, its vector instructions and its cores
+    (a CPU), or the GPU's name."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{model} ({torch.backends.cpu.get_cpu_capability()}), {os.cpu_count()} cores"
+
+
+def commit() -> str:
+    """The commit of the code measured ("with changes" where the tree differs from it), or COURSE_COMMIT where the
+    tree came without its .git (a copy sent to a GPU machine)."""
+    root = Path(__file__).resolve().parent.parent
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+    if found.returncode or not found.stdout.strip():
+        return os.environ.get("COURSE_COMMIT", "unknown")
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
+    )
+    return found.stdout.strip() + (" with changes" if changed.stdout.strip() else "")
+
+
+def save(result: dict[str, Any], stem: str, device: torch.device | None = None, record: str | None = None) -> Path:
+    """Write ``result`` as JSON to benchmarks/results/ (not committed) and say where; with ``record``, also as
+    benchmarks/measured/RECORD.json, a results file that benchmarks/README.md's tables are rendered from
+    (``python tools/figures.py``). The date, the command, the processor and the commit are written with it."""
+    script = Path(sys.argv[0])
+    result = {
+        "date": time.strftime("%Y-%m-%d"),
+        "command": " ".join(["python", f"benchmarks/{script.name}", *sys.argv[1:]]),
+        "processor": processor(device or torch.device("cuda" if torch.cuda.is_available() else "cpu")),
+        "commit": commit(),
+        **result,
+    }
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=1))
+    path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"written to {path}")
+    if record:
+        MEASURED.mkdir(exist_ok=True)
+        (MEASURED / f"{record}.json").write_text(json.dumps(result, indent=1) + "\n")
+        print(f"recorded as {MEASURED / record}.json")
     return path
+
+
+def add_record_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--record",
+        metavar="NAME",
+        help="also write the results to benchmarks/measured/NAME.json, which benchmarks/README.md's tables are "
+        "rendered from (python tools/figures.py)",
+    )
 
 
 # PyTorch's kernels for F.scaled_dot_product_attention, by the names --sdpa-backend takes.

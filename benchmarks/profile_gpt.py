@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import torch
 from bench_gpt import MODELS, PRESETS, build_model, lm_loss
-from common import OperatorCount, machine, save
+from common import OperatorCount, add_record_argument, machine, save
 from torch.profiler import ProfilerActivity, profile
 
 from course_utils import CharTokenizer, GPTConfig, get_device, load_tiny_shakespeare, random_windows, split_ids
@@ -99,11 +99,11 @@ def compiled_operators(kind: str, sizes: GPTConfig, vocab_size: int = 65) -> col
     return count
 
 
-def count_operators(sizes: GPTConfig, config: TrainConfig) -> dict[str, dict[str, int]]:
+def count_operators(sizes: GPTConfig, config: TrainConfig) -> dict[str, dict[str, dict[str, int]]]:
     """``operators_per_step`` for both models, in float32 and in bfloat16 autocast, and ``compiled_operators``,
-    printed and returned."""
+    printed and returned: {precision: {model: {"operators": n, "matrix_products": m}}}."""
     small = replace(sizes, d_model=64, n_heads=4, block_size=32)  # the same structure, counted in a second
-    counts: dict[str, dict[str, int]] = {}
+    counts: dict[str, dict[str, dict[str, int]]] = {}
     for autocast in (False, True):
         precision = "bfloat16 autocast" if autocast else "float32"
         found = {kind: operators_per_step(kind, small, config, autocast=autocast) for kind in MODELS}
@@ -111,13 +111,18 @@ def count_operators(sizes: GPTConfig, config: TrainConfig) -> dict[str, dict[str
         print(f"operators per training step, {precision}: {MODELS[0]} {ours}, {MODELS[1]} {theirs} "
               f"(ratio {ours / theirs:.3f}); matrix products {found[MODELS[0]].computing['mm']} and "
               f"{found[MODELS[1]].computing['mm']}")  # fmt: skip
-        counts[precision] = {kind: sum(c.computing.values()) for kind, c in found.items()}
+        counts[precision] = {
+            kind: {"operators": sum(c.computing.values()), "matrix_products": c.computing["mm"]}
+            for kind, c in found.items()
+        }
     graphs = {kind: compiled_operators(kind, small) for kind in MODELS}
     ours, theirs = (sum(graphs[kind].values()) for kind in MODELS)
     print(f"operators in the compiled graphs of a loss and its backward pass, bfloat16: {MODELS[0]} {ours}, "
           f"{MODELS[1]} {theirs} (ratio {ours / theirs:.3f}); matrix products {graphs[MODELS[0]]['mm']} and "
           f"{graphs[MODELS[1]]['mm']}")  # fmt: skip
-    counts["compiled graphs, bfloat16"] = {kind: sum(c.values()) for kind, c in graphs.items()}
+    counts["compiled graphs, bfloat16"] = {
+        kind: {"operators": sum(c.values()), "matrix_products": c["mm"]} for kind, c in graphs.items()
+    }
     return counts
 
 
@@ -128,13 +133,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="profiled steps per model, after 10 warm-up steps")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--count-only", action="store_true", help="only count the operators of one step (CPU)")
+    add_record_argument(parser)
     args = parser.parse_args()
     device = torch.device(args.device) if args.device else get_device()
     recipe = PRESETS[args.preset or ("gpu" if device.type == "cuda" else "cpu")]
     sizes, config = recipe.model, recipe.training
     counts = count_operators(PRESETS["gpu"].model, PRESETS["gpu"].training)
     if args.count_only:
-        save({"torch": torch.__version__, "operators_per_step": counts}, "operators-gpt")
+        save({"torch": torch.__version__, "operators_per_step": counts}, "operators-gpt", device, args.record)
         return
     text = load_tiny_shakespeare()
     tokenizer = CharTokenizer(text, specials=False)
@@ -163,7 +169,7 @@ def main() -> None:
         print(f"=== {kind}: {ops:.0f} aten operators and {kernels:.0f} device kernels per step")
         print(table)
         result["models"][kind] = {"aten_ops_per_step": ops, "kernels_per_step": kernels, "table": table}
-    save(result, f"profile-gpt-{device.type}")
+    save(result, f"profile-gpt-{device.type}", device, args.record)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Measured figures that the documentation quotes, each from one results file, rendered into the tables between
-``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in README.md (and any other page listed in ``PAGES``).
+``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in README.md and benchmarks/README.md (``PAGES``).
 
 A figure is measured once, written to its results file by the run that measured it, and shown in one table; prose
 points to the table instead of repeating its numbers. ``tests/test_figures.py`` fails when a table differs from its
@@ -15,7 +15,9 @@ Results files: ``docs/figures/ci.json`` (the stages of the last clean-clone run 
 ``docs/lessons/run_times.json`` (``make outputs``: every notebook and section on the CPU, also the lesson plans'
 source), ``docs/figures/skip_training.json`` (``--measure-skip-training``: the training chapters with
 ``SKIP_TRAINING``) and
-``benchmarks/gpu/report.json`` (the last ``make gpu-check``).
+``benchmarks/gpu/report.json`` (the last ``make gpu-check``), for README.md; ``benchmarks/measured/*.json`` (each
+written by a benchmark script's ``--record NAME``; the command is in the file) and the GPU report again, for
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md"]
+PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
 # .ci/run's stages, in order: what each runs.
 STAGES = {
     "environment": "a virtual environment and PyTorch's CPU wheel (uv)",
@@ -100,10 +102,159 @@ def run_times_table() -> str:
 RUN_TIMES = "docs/lessons/run_times.json"
 SKIP_TRAINING = "docs/figures/skip_training.json"
 GPU_REPORT = "benchmarks/gpu/report.json"
+# The benchmarks' results files, written by the scripts' --record NAME (benchmarks/measured/NAME.json).
+TRANSFORMER_CPU = ("benchmarks/measured/transformer-dates-cpu.json", "benchmarks/measured/transformer-base-cpu.json")
+GPT_CPU = ("benchmarks/measured/gpt-cpu.json", "benchmarks/measured/gpt-cpu-4-layers.json")
+OPERATORS = "benchmarks/measured/operators-gpt.json"
+RECIPE_TRIALS = "benchmarks/measured/gpt-cpu-recipe-trials.json"
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
+
+
+def _sources(rows: list[tuple[str, dict]]) -> str:
+    """One line for each run the rows come from: where and when it was measured, by which command, and its results
+    file."""
+    lines: dict[str, None] = {}
+    for source, r in rows:
+        when = r.get("date") or r.get("environment", {}).get("date", "")
+        command = f"`{r['command']}`" if r.get("command") else "`make gpu-check`"
+        commit = f", commit {r['commit']}" if r.get("commit") else ""
+        processor = r.get("processor") or r.get("machine", "")
+        lines[f"- {processor}, PyTorch {r['torch'].split('+')[0]}, {when}{commit}: {command} ({source})"] = None
+    return "\n".join(lines) + "\n"
+
+
+def _gpu_run(result: dict, report: dict) -> dict:
+    """A benchmark's result in the GPU report, with the run's date and commit."""
+    env = report["environment"]
+    return {**result, "date": env["date"], "commit": env.get("commit")}
+
+
+def transformer_table() -> str:
+    """bench_transformer.py: the course's Transformer against nn.Transformer's layers, on the CPU and the GPU."""
+    rows = [(source, _read(source)) for source in TRANSFORMER_CPU]
+    gpu = _read(GPU_REPORT)
+    if "bench-transformer" in gpu:
+        rows.append((GPU_REPORT, _gpu_run(gpu["bench-transformer"], gpu)))
+    out = [
+        "| processor | preset | parameters | ours, ms/step | readable | PyTorch's layers | ratio (readable) "
+        "| to 99% held-out: ours | PyTorch's |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+
+    def reached(outcome: dict | None) -> str:
+        if outcome is None:
+            return "(speed only)"
+        if outcome["steps_to_target"] is None:
+            return f"not reached (final {outcome['final_accuracy']:.1%})"
+        return (f"{outcome['steps_to_target']} steps, {outcome['seconds_to_target']:.1f} s "
+                f"(final {outcome['final_accuracy']:.1%})")  # fmt: skip
+
+    for _, r in rows:
+        ms, ratio, accuracy = r["step_ms"], r["ratio"], r.get("to_accuracy") or {}
+        params = (
+            f"{r['parameters'] / 1e6:.1f} M"
+            if r.get("parameters", 0) >= 1e6
+            else f"{r.get('parameters', 0) / 1e3:.0f} k"
+        )
+        out.append(
+            f"| {r['machine'] if r['device'].startswith('cuda') else 'CPU'} | `{r['preset']}` "
+            f"| {params if r.get('parameters') else ''} | {_ms(ms['course_utils'])} | {_ms(ms['course_utils, readable'])} "
+            f"| {_ms(ms['nn.Transformer'])} | **{ratio['course_utils']:.2f}** ({ratio['course_utils, readable']:.2f}) "
+            f"| {reached(accuracy.get('course_utils')) if accuracy else '(speed only)'} "
+            f"| {reached(accuracy.get('nn.Transformer')) if accuracy else ''} |"
+        )
+    return "\n".join(out) + "\n\n" + _sources(rows)
+
+
+def gpt_table() -> str:
+    """bench_gpt.py: the course's GPT against nanoGPT's architecture, and nanoGPT's own training, CPU and GPU."""
+    rows = [(source, _read(source)) for source in GPT_CPU]
+    gpu = _read(GPU_REPORT)
+    for mode in ("eager", "compiled"):
+        if mode in gpu.get("bench-gpt", {}):
+            rows.append((GPU_REPORT, _gpu_run(gpu["bench-gpt"][mode], gpu)))
+    out = [
+        "| processor | preset, layers | ours, ms/step | nanoGPT architecture | ratio | A/A twin | validation loss |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for _, r in rows:
+        ms = r["ms_per_step"]
+        goal = r.get("to_loss")
+        if goal and goal.get("reached"):
+            loss = (f"{goal['reached']['val_loss']:.3f} (≤ {goal['target']}) at step {goal['reached']['step']:,}, "
+                    f"after {goal['reached']['seconds']:.1f} s of training")  # fmt: skip
+        elif goal:
+            best = min(goal["evals"], key=lambda e: e["val_loss"])
+            loss = (f"{goal['target']} not reached; best {best['val_loss']:.3f} at step {best['step']:,} "
+                    f"({best['seconds']:.1f} s)")  # fmt: skip
+        else:
+            loss = ""
+        layers = f", {r['n_layers']} layers" if "n_layers" in r else ""
+        where = r["machine"] if r["device"].startswith("cuda") else "CPU"
+        aa = "" if r.get("aa_ratio") is None else f"{r['aa_ratio']:.3f}"
+        out.append(
+            f"| {where} | `{r['preset']}`{layers}{', compiled' if r.get('compile') else ''} "
+            f"| {_ms(ms['course_utils.GPT'])} ({r['tokens_per_second']:,} tokens/s) | {_ms(ms['nanoGPT architecture'])} "
+            f"| **{r['ratio']:.3f}** | {aa} | {loss} |"
+        )
+    nanogpt = gpu.get("nanogpt")
+    if nanogpt:
+        best = min(nanogpt["evals"], key=lambda e: e["val_loss"])
+        out.append(
+            f"| {gpu['environment']['gpu']} | nanoGPT's own `train.py` (its commit {nanogpt['nanogpt_commit'][:7]}), compiled | | {_ms(nanogpt['median_ms_per_iter'])} "
+            f"({nanogpt['tokens_per_second']:,} tokens/s) | | | best {best['val_loss']:.3f} at step {best['step']:,} "
+            f"of {nanogpt['max_iters']:,} |"
+        )
+        rows.append((GPU_REPORT, {**_gpu_run(nanogpt, gpu), "machine": gpu["environment"]["gpu"],
+                                  "torch": gpu["environment"]["torch"], "command": "make gpu-check PARTS=nanogpt"}))  # fmt: skip
+    return "\n".join(out) + "\n\n" + _sources(rows)
+
+
+def operators_table() -> str:
+    """profile_gpt.py --count-only: the operators one training step runs, the course's GPT against nanoGPT's."""
+    r = _read(OPERATORS)
+    out = [
+        "| | the course's GPT | nanoGPT's architecture | ratio | matrix products |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    described = {
+        "compiled graphs, bfloat16": "`torch.compile`'s graphs (forward and backward, before fusion), bfloat16"
+    }
+    for precision, models in r["operators_per_step"].items():
+        ours, theirs = models["course_utils.GPT"], models["nanoGPT architecture"]
+        out.append(
+            f"| {described.get(precision, precision)} | {ours['operators']} | {theirs['operators']} | {ours['operators'] / theirs['operators']:.3f} "
+            f"| {ours['matrix_products']} and {theirs['matrix_products']} |"
+        )
+    return "\n".join(out) + "\n\n" + _sources([(OPERATORS, r)])
+
+
+def recipe_trials_table() -> str:
+    """The runs that chose notebook 07's CPU recipe (benchmarks/measured/gpt-cpu-recipe-trials.json)."""
+    r = _read(RECIPE_TRIALS)
+    out = [
+        "| layers | steps | peak lr | warm-up | validation loss | seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for t in r["trials"]:
+        cells = [t["layers"], f"{t['steps']:,}", t["lr"], t["warmup"], f"{t['val_loss']:.3f}",
+                 "(busy machine)" if t["seconds"] is None else t["seconds"]]  # fmt: skip
+        line = " | ".join(str(c) for c in cells)
+        out.append(f"| **{line.replace(' | ', '** | **')}** |" if t.get("chosen") else f"| {line} |")
+    return "\n".join(out) + f"\n\n{r['what']} ({RECIPE_TRIALS})\n"
+
+
 # Each table: the results files it is rendered from, and how.
 RENDERERS: dict[str, tuple[tuple[str, ...], Callable[[], str]]] = {
     "ci": (("docs/figures/ci.json",), lambda: ci_table(_read("docs/figures/ci.json"))),
     "run-times": ((RUN_TIMES, SKIP_TRAINING, GPU_REPORT), run_times_table),
+    "bench-transformer": ((*TRANSFORMER_CPU, GPU_REPORT), transformer_table),
+    "bench-gpt": ((*GPT_CPU, GPU_REPORT), gpt_table),
+    "operators": ((OPERATORS,), operators_table),
+    "recipe-trials": ((RECIPE_TRIALS,), recipe_trials_table),
 }
 
 

@@ -65,7 +65,17 @@ def environment(device: str) -> dict[str, Any]:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
+        "commit": _commit(),
     }
+
+
+def _commit() -> str:
+    """The commit the checked code is at (benchmarks/common.py's ``commit``: COURSE_COMMIT where the tree came
+    without its .git)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import commit
+
+    return commit()
 
 
 def _cut(line: str, width: int = 200) -> str:
