@@ -76,9 +76,10 @@ def commit() -> str:
     found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
     if found.returncode or not found.stdout.strip():
         return os.environ.get("COURSE_COMMIT", "unknown")
-    changed = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
-    )
+    changed = subprocess.run(  # the results files apart: a run of several benchmarks records them one by one
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/measured"],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
     return found.stdout.strip() + (" with changes" if changed.stdout.strip() else "")
 
 
