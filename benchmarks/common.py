@@ -70,12 +70,12 @@ def processor(device: torch.device) -> str:
 
 
 def commit() -> str:
-    """The commit of the code measured ("with changes" where the tree differs from it), or COURSE_COMMIT where the
+    """The commit of the code measured ("with changes" where the tree differs from it), or GIT_COMMIT where the
     tree came without its .git (a copy sent to a GPU machine)."""
     root = Path(__file__).resolve().parent.parent
     found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
     if found.returncode or not found.stdout.strip():
-        return os.environ.get("COURSE_COMMIT", "unknown")
+        return os.environ.get("GIT_COMMIT", "unknown")
     changed = subprocess.run(  # the results files apart: a run of several benchmarks records them one by one
         ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/measured"],
         cwd=root, capture_output=True, text=True,

@@ -70,7 +70,7 @@ def environment(device: str) -> dict[str, Any]:
 
 
 def _commit() -> str:
-    """The commit the checked code is at (benchmarks/common.py's ``commit``: COURSE_COMMIT where the tree came
+    """The commit the checked code is at (benchmarks/common.py's ``commit``: GIT_COMMIT where the tree came
     without its .git)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from common import commit
