@@ -5,7 +5,9 @@ import importlib
 import sys
 from pathlib import Path
 
+import pytest
 import torch
+from _pytest.mark.structures import ParameterSet
 
 
 def no_empty_rows(mask: torch.Tensor) -> torch.Tensor:
@@ -24,15 +26,58 @@ def todo(*args, **kwargs):
     raise NotImplementedError
 
 
-def judged(check, fn, expected, capsys):
-    """The verdict matrix's one assertion: a right answer (``expected`` None) passes with a ✅; a wrong one fails, its
-    message naming ``expected``, and was tested (not "could not be tested")."""
+def judged(check, fn, expected, capsys, says=None):
+    """The verdict table's one assertion: a right answer (``expected`` None) passes with a ✅ (whose line holds
+    ``says``, where given); a wrong one fails, its message naming ``expected``, and was tested (not "could not be
+    tested")."""
     ok, out = verdict(check, fn, capsys)
     if expected is None:
-        assert ok and out.startswith("✅"), out
+        assert ok and out.startswith("✅") and (says is None or says in out), out
     else:
         assert not ok and out.startswith("❌") and expected in out, out
         assert "could not be tested" not in out, out
+
+
+def _entry(answer):
+    """(name, fn, words) from the ways a test file lists its answers: a function; (fn[, words]); (name, fn[, words]);
+    pytest.param(fn[, words], id=name)."""
+    if isinstance(answer, ParameterSet):
+        fn, *words = answer.values
+        return answer.id or fn.__name__, fn, (words or [None])[0]
+    if callable(answer):
+        return answer.__name__, answer, None
+    if isinstance(answer[0], str):
+        name, fn, *words = answer
+        return name, fn, (words or [None])[0]
+    fn, *words = answer
+    words = (words or [None])[0]
+    return (fn.__name__ if fn.__name__ != "<lambda>" else str(words)[:40]), fn, words
+
+
+def verdict_rows(check, right, wrong, says=None):
+    """One checker's rows of a verdict table, each (check, answer, expected, says) for ``judged``: every right answer
+    (expected None: it passes) and every wrong one (expected: the words its message must hold), named
+    ``checker: right|wrong: answer``."""
+    topic = check.__name__.removeprefix("check_")
+    rows = []
+    for answers, kind in ((right, "right"), (wrong, "wrong")):
+        for answer in answers:
+            name, fn, words = _entry(answer)
+            assert (words is None) == (kind == "right"), f"{topic}: {name} is listed as {kind}"
+            rows.append(
+                pytest.param(check, fn, words, says if kind == "right" else None, id=f"{topic}: {kind}: {name}")
+            )
+    return rows
+
+
+def verdict_table_test(rows):
+    """A test file's one test of its verdict table (rows from ``verdict_rows``): each row, one test case."""
+
+    @pytest.mark.parametrize("check, answer, expected, says", rows)
+    def test_each_answer_gets_its_verdict(check, answer, expected, says, capsys):
+        judged(check, answer, expected, capsys, says)
+
+    return test_each_answer_gets_its_verdict
 
 
 def benchmark_module(name: str):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import todo, verdict
+from helpers import todo, verdict, verdict_rows, verdict_table_test
 
 from course_utils import scaled_dot_product_attention
 from course_utils.checks import (
@@ -279,19 +279,6 @@ ATTENTION_WRONG = cases(
 )
 
 
-@pytest.mark.parametrize("answer", ATTENTION_RIGHT)
-def test_right_attention_passes(answer, capsys):
-    ok, out = verdict(check_scaled_dot_product_attention, answer, capsys)
-    assert ok, out
-
-
-@pytest.mark.filterwarnings("ignore:Implicit dimension choice for softmax")
-@pytest.mark.parametrize("answer, named", ATTENTION_WRONG)
-def test_wrong_attention_is_named(answer, named, capsys):
-    ok, out = verdict(check_scaled_dot_product_attention, answer, capsys)
-    assert not ok and named in out, out
-
-
 def test_softmax_dim_2_names_the_queries_on_4d_inputs(capsys):
     _, out = verdict(check_scaled_dot_product_attention, attention_softmax_dim_2, capsys)
     assert "softmax runs over the queries (dim=-2)" in out
@@ -408,18 +395,6 @@ BIAS_WRONG = cases(
 )
 
 
-@pytest.mark.parametrize("answer", BIAS_RIGHT)
-def test_right_attention_with_bias_passes(answer, capsys):
-    ok, out = verdict(check_attention_with_bias, answer, capsys)
-    assert ok, out
-
-
-@pytest.mark.parametrize("answer, named", BIAS_WRONG)
-def test_wrong_attention_with_bias_is_named(answer, named, capsys):
-    ok, out = verdict(check_attention_with_bias, answer, capsys)
-    assert not ok and named in out, out
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Chapter 02: split_heads(x, n_heads) and merge_heads(x)
 
@@ -520,18 +495,6 @@ SPLIT_WRONG = cases(
 )
 
 
-@pytest.mark.parametrize("answer", SPLIT_RIGHT)
-def test_right_split_heads_passes(answer, capsys):
-    ok, out = verdict(check_split_heads, answer, capsys)
-    assert ok, out
-
-
-@pytest.mark.parametrize("answer, named", SPLIT_WRONG)
-def test_wrong_split_heads_is_named(answer, named, capsys):
-    ok, out = verdict(check_split_heads, answer, capsys)
-    assert not ok and named in out, out
-
-
 def merge_solution(x):  # the notebook's solution
     B, h, T, d_k = x.shape
     x = x.transpose(1, 2)  # (B, T, h, d_k)
@@ -611,18 +574,6 @@ MERGE_WRONG = cases(
     (merge_detached, "cannot be trained through"),
     (merge_on_meta, "is on meta"),
 )
-
-
-@pytest.mark.parametrize("answer", MERGE_RIGHT)
-def test_right_merge_heads_passes(answer, capsys):
-    ok, out = verdict(check_merge_heads, answer, capsys)
-    assert ok, out
-
-
-@pytest.mark.parametrize("answer, named", MERGE_WRONG)
-def test_wrong_merge_heads_is_named(answer, named, capsys):
-    ok, out = verdict(check_merge_heads, answer, capsys)
-    assert not ok and named in out, out
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -712,18 +663,6 @@ FUSE_WRONG = cases(
     (fuse_transposes_its_inputs, "changed its input head_weights[0] in place"),
     (fuse_on_meta, "is on meta"),
 )
-
-
-@pytest.mark.parametrize("answer", FUSE_RIGHT)
-def test_right_fused_projection_passes(answer, capsys):
-    ok, out = verdict(check_fused_head_projections, answer, capsys)
-    assert ok, out
-
-
-@pytest.mark.parametrize("answer, named", FUSE_WRONG)
-def test_wrong_fused_projection_is_named(answer, named, capsys):
-    ok, out = verdict(check_fused_head_projections, answer, capsys)
-    assert not ok and named in out, out
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -836,18 +775,6 @@ GQA_WRONG = cases(
     (gqa_key_detached, "no gradient reaches key: a step is cut from the graph"),
     (gqa_on_meta, "is on meta"),
 )
-
-
-@pytest.mark.parametrize("answer", GQA_RIGHT)
-def test_right_grouped_query_attention_passes(answer, capsys):
-    ok, out = verdict(check_grouped_query_attention, answer, capsys)
-    assert ok, out
-
-
-@pytest.mark.parametrize("answer, named", GQA_WRONG)
-def test_wrong_grouped_query_attention_is_named(answer, named, capsys):
-    ok, out = verdict(check_grouped_query_attention, answer, capsys)
-    assert not ok and named in out, out
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -966,3 +893,22 @@ def test_grouped_query_attention_with_one_shared_head_is_named(capsys):
 def test_the_grouped_query_reference_is_pytorchs():
     q, k, v = torch.randn(2, 6, 3, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
     torch.testing.assert_close(gqa(q, k, v)[0], F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The verdict table: every answer above, the verdict it must get and the words its message must hold.
+
+VERDICTS = [
+    *verdict_rows(check_scaled_dot_product_attention, ATTENTION_RIGHT, ATTENTION_WRONG),
+    *verdict_rows(check_attention_with_bias, BIAS_RIGHT, BIAS_WRONG),
+    *verdict_rows(check_split_heads, SPLIT_RIGHT, SPLIT_WRONG),
+    *verdict_rows(check_merge_heads, MERGE_RIGHT, MERGE_WRONG),
+    *verdict_rows(check_fused_head_projections, FUSE_RIGHT, FUSE_WRONG),
+    *verdict_rows(check_grouped_query_attention, GQA_RIGHT, GQA_WRONG),
+]
+
+
+# a wrong answer calls softmax without dim=
+test_each_answer_gets_its_verdict = pytest.mark.filterwarnings("ignore:Implicit dimension choice for softmax")(
+    verdict_table_test(VERDICTS)
+)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import todo, verdict
+from helpers import todo, verdict, verdict_rows, verdict_table_test
 
 from course_utils.checks import check_gpt_block, check_kv_cache_step, check_sampling_step, check_top_p
 
@@ -78,13 +78,6 @@ BLOCK_RIGHT = [
     block_sublayer_methods,
     block_arange_mask,
 ]
-
-
-@pytest.mark.parametrize("fn", BLOCK_RIGHT, ids=[f.__name__ for f in BLOCK_RIGHT])
-def test_gpt_block_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_gpt_block, fn, capsys)
-    assert ok, out
-    assert "GPT block is right" in out
 
 
 def block_calls_itself(block, x):
@@ -209,14 +202,6 @@ BLOCK_WRONG = [
 ]
 
 
-@pytest.mark.parametrize("fn, words", BLOCK_WRONG, ids=ids(BLOCK_WRONG))
-def test_gpt_block_wrong_answers_fail_and_are_named(fn, words, capsys):
-    ok, out = verdict(check_gpt_block, fn, capsys)
-    assert not ok and out.startswith("❌"), out
-    assert words in out, out
-    assert "could not be tested" not in out
-
-
 # --- one key/value cache step ----------------------------------------------------------------------------------
 
 
@@ -262,13 +247,6 @@ def kv_explicit_loop(cache_k, cache_v, q, k, v):  # one head at a time
 
 
 KV_RIGHT = [kv_solution, kv_sdpa_list, kv_einsum_float64, kv_right_aligned_mask, kv_explicit_loop]
-
-
-@pytest.mark.parametrize("fn", KV_RIGHT, ids=[f.__name__ for f in KV_RIGHT])
-def test_kv_cache_step_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_kv_cache_step, fn, capsys)
-    assert ok, out
-    assert "key/value cache step is right" in out
 
 
 def kv_cat_last_axis(cache_k, cache_v, q, k, v):
@@ -362,14 +340,6 @@ KV_WRONG = [
     (kv_on_meta, "meta"),
     (kv_returns_out_only, "return a triple"),
 ]
-
-
-@pytest.mark.parametrize("fn, words", KV_WRONG, ids=ids(KV_WRONG))
-def test_kv_cache_step_wrong_answers_fail_and_are_named(fn, words, capsys):
-    ok, out = verdict(check_kv_cache_step, fn, capsys)
-    assert not ok and out.startswith("❌"), out
-    assert words in out, out
-    assert "could not be tested" not in out
 
 
 # --- the GPT block -------------------------------------------------------------------------------------------
@@ -483,3 +453,14 @@ def test_kv_cache_step_that_hides_every_key_is_named(capsys):
 def test_an_unwritten_stub_is_not_attempted(check, capsys):
     ok, out = verdict(check, todo, capsys)
     assert not ok and "not written yet" in out
+
+
+# --- the verdict table: every answer above, the verdict it must get and the words its message must hold ---------
+
+VERDICTS = [
+    *verdict_rows(check_gpt_block, BLOCK_RIGHT, BLOCK_WRONG, says="GPT block is right"),
+    *verdict_rows(check_kv_cache_step, KV_RIGHT, KV_WRONG, says="key/value cache step is right"),
+]
+
+
+test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)

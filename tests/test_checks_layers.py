@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import rope_reference, todo, verdict
+from helpers import rope_reference, todo, verdict, verdict_rows, verdict_table_test
 
 from course_utils import padding_mask
 from course_utils.checks import (
@@ -97,12 +97,6 @@ RIGHT_LAYER_NORMS = [
     functional_keywords,
     biased_std_squared,
 ]
-
-
-@pytest.mark.parametrize("fn", RIGHT_LAYER_NORMS, ids=lambda f: f.__name__)
-def test_right_layer_norms_pass(fn, capsys):
-    ok, out = verdict(check_layer_norm, fn, capsys)
-    assert ok and out.startswith("✅"), out
 
 
 def unbiased_var(x, w, b, eps):
@@ -247,12 +241,6 @@ WRONG_LAYER_NORMS = [
 ]
 
 
-@pytest.mark.parametrize("fn, named", WRONG_LAYER_NORMS, ids=case_ids(WRONG_LAYER_NORMS))
-def test_wrong_layer_norms_fail_named(fn, named, capsys):
-    ok, out = verdict(check_layer_norm, fn, capsys)
-    assert not ok and named in out, out
-
-
 # --- RMSNorm -----------------------------------------------------------------------------------------------------
 
 
@@ -281,12 +269,6 @@ def functional_rms(x, weight, eps):
 
 
 RIGHT_RMS_NORMS = [solution_rms_norm, rsqrt, vector_norm, einsum_float64, functional_rms]
-
-
-@pytest.mark.parametrize("fn", RIGHT_RMS_NORMS, ids=lambda f: f.__name__)
-def test_right_rms_norms_pass(fn, capsys):
-    ok, out = verdict(check_rms_norm, fn, capsys)
-    assert ok and out.startswith("✅"), out
 
 
 def rms_centred(x, w, eps):
@@ -373,12 +355,6 @@ WRONG_RMS_NORMS = [
 ]
 
 
-@pytest.mark.parametrize("fn, named", WRONG_RMS_NORMS, ids=case_ids(WRONG_RMS_NORMS))
-def test_wrong_rms_norms_fail_named(fn, named, capsys):
-    ok, out = verdict(check_rms_norm, fn, capsys)
-    assert not ok and named in out, out
-
-
 # --- the post-norm encoder layer ---------------------------------------------------------------------------------
 
 
@@ -412,12 +388,6 @@ def example_by_example(layer, x, mask):
 
 
 RIGHT_ENCODER_LAYERS = [solution_encoder_layer, keywords_and_blocks, from_the_parts, example_by_example]
-
-
-@pytest.mark.parametrize("fn", RIGHT_ENCODER_LAYERS, ids=lambda f: f.__name__)
-def test_right_encoder_layers_pass(fn, capsys):
-    ok, out = verdict(check_encoder_layer, fn, capsys)
-    assert ok and out.startswith("✅"), out
 
 
 def post(layer, x, mask, *, m=..., n1=None, n2=None, ffn_reads=None, second=None):
@@ -538,12 +508,6 @@ WRONG_ENCODER_LAYERS = [
 ]
 
 
-@pytest.mark.parametrize("fn, named", WRONG_ENCODER_LAYERS, ids=case_ids(WRONG_ENCODER_LAYERS))
-def test_wrong_encoder_layers_fail_named(fn, named, capsys):
-    ok, out = verdict(check_encoder_layer, fn, capsys)
-    assert not ok and named in out, out
-
-
 # --- the pre-norm encoder layer ----------------------------------------------------------------------------------
 
 
@@ -577,12 +541,6 @@ def pre_norm_by_example(layer, x, mask):
 
 
 RIGHT_PRE_NORM_LAYERS = [solution_pre_norm, pre_norm_blocks, pre_norm_keywords, pre_norm_by_example]
-
-
-@pytest.mark.parametrize("fn", RIGHT_PRE_NORM_LAYERS, ids=lambda f: f.__name__)
-def test_right_pre_norm_layers_pass(fn, capsys):
-    ok, out = verdict(check_pre_norm_layer, fn, capsys)
-    assert ok and out.startswith("✅"), out
 
 
 def pre(layer, x, mask, *, m=..., n1=None, n2=None, kv=False, ffn_reads=None, second=None):
@@ -675,12 +633,6 @@ WRONG_PRE_NORM_LAYERS = [
     (pre_on_meta, "is on meta"),
     (pre_batch_written_in, "right for the first test case but not with lengths = (6, 2, 7)"),
 ]
-
-
-@pytest.mark.parametrize("fn, named", WRONG_PRE_NORM_LAYERS, ids=case_ids(WRONG_PRE_NORM_LAYERS))
-def test_wrong_pre_norm_layers_fail_named(fn, named, capsys):
-    ok, out = verdict(check_pre_norm_layer, fn, capsys)
-    assert not ok and named in out, out
 
 
 @pytest.mark.parametrize("check", [check_layer_norm, check_rms_norm, check_encoder_layer, check_pre_norm_layer])
@@ -812,3 +764,16 @@ OURS = ["shuffled-tokens", "post-norm-warmup"]
 
 def test_our_questions_belong_to_our_chapters():
     assert QUESTIONS["shuffled-tokens"].chapter == "03" and QUESTIONS["post-norm-warmup"].chapter == "04"
+
+
+# --- the verdict table: every answer above, the verdict it must get and the words its message must hold ---------
+
+VERDICTS = [
+    *verdict_rows(check_layer_norm, RIGHT_LAYER_NORMS, WRONG_LAYER_NORMS),
+    *verdict_rows(check_rms_norm, RIGHT_RMS_NORMS, WRONG_RMS_NORMS),
+    *verdict_rows(check_encoder_layer, RIGHT_ENCODER_LAYERS, WRONG_ENCODER_LAYERS),
+    *verdict_rows(check_pre_norm_layer, RIGHT_PRE_NORM_LAYERS, WRONG_PRE_NORM_LAYERS),
+]
+
+
+test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)

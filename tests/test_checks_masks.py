@@ -6,7 +6,7 @@ reported as not attempted.
 import numpy as np
 import pytest
 import torch
-from helpers import verdict
+from helpers import verdict, verdict_rows, verdict_table_test
 
 from course_utils.checks import (
     check_causal_mask,
@@ -60,13 +60,6 @@ CAUSAL_RIGHT = [
 ]
 
 
-@pytest.mark.parametrize("answer", [a for _, a in CAUSAL_RIGHT], ids=ids(CAUSAL_RIGHT))
-def test_right_causal_masks_pass(answer, capsys):
-    ok, out = verdict(check_causal_mask, answer, capsys)
-    assert ok, out
-    assert out.startswith("✅ causal_mask is right")
-
-
 CAUSAL_WRONG = [
     ("transposed (triu)", lambda size: torch.ones(size, size, dtype=torch.bool).triu(), "transposed"),
     ("flipped: True = future", lambda size: torch.ones(size, size, dtype=torch.bool).triu(1), FLIPPED),
@@ -94,13 +87,6 @@ CAUSAL_WRONG = [
 ]
 
 
-@pytest.mark.parametrize("answer, message", [(a, m) for _, a, m in CAUSAL_WRONG], ids=ids(CAUSAL_WRONG))
-def test_wrong_causal_masks_are_named(answer, message, capsys):
-    ok, out = verdict(check_causal_mask, answer, capsys)
-    assert not ok and out.startswith("❌")
-    assert message in out, out
-
-
 # --- Exercise 2: my_padding_mask(tokens, pad_id) ----------------------------------------------------------------
 
 
@@ -124,13 +110,6 @@ PADDING_RIGHT = [
     ("subtract then bool", lambda tokens, pad_id: (tokens - pad_id).bool()[:, None, None, :]),
     ("keyword arguments", lambda tokens, pad_id: torch.ne(tokens, other=pad_id).unsqueeze(dim=1).unsqueeze(dim=1)),
 ]
-
-
-@pytest.mark.parametrize("answer", [a for _, a in PADDING_RIGHT], ids=ids(PADDING_RIGHT))
-def test_right_padding_masks_pass(answer, capsys):
-    ok, out = verdict(check_padding_mask, answer, capsys)
-    assert ok, out
-    assert out.startswith("✅ padding_mask is right")
 
 
 def padding_in_place(tokens, pad_id):
@@ -206,13 +185,6 @@ PADDING_WRONG = [
 ]
 
 
-@pytest.mark.parametrize("answer, message", [(a, m) for _, a, m in PADDING_WRONG], ids=ids(PADDING_WRONG))
-def test_wrong_padding_masks_are_named(answer, message, capsys):
-    ok, out = verdict(check_padding_mask, answer, capsys)
-    assert not ok and out.startswith("❌")
-    assert message in out, out
-
-
 # --- Exercise 3: sliding_window_mask(size, window) --------------------------------------------------------------
 
 
@@ -245,13 +217,6 @@ WINDOW_RIGHT = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("answer", [a for _, a in WINDOW_RIGHT], ids=ids(WINDOW_RIGHT))
-def test_right_sliding_window_masks_pass(answer, capsys):
-    ok, out = verdict(check_sliding_window_mask, answer, capsys)
-    assert ok, out
-    assert out.startswith("✅ sliding_window_mask is right")
-
-
 WINDOW_WRONG = [
     ("flipped", lambda s, w: ~window_solution(s, w), FLIPPED),
     ("off by one, more", lambda s, w: window_solution(s, w + 1), "with window=3 each query sees 4 positions"),
@@ -274,13 +239,6 @@ WINDOW_WRONG = [
         "is on the meta device, which holds no values",
     ),
 ]
-
-
-@pytest.mark.parametrize("answer, message", [(a, m) for _, a, m in WINDOW_WRONG], ids=ids(WINDOW_WRONG))
-def test_wrong_sliding_window_masks_are_named(answer, message, capsys):
-    ok, out = verdict(check_sliding_window_mask, answer, capsys)
-    assert not ok and out.startswith("❌")
-    assert message in out, out
 
 
 # --- Exercise 4: masked_mean(x, mask) ---------------------------------------------------------------------------
@@ -319,13 +277,6 @@ MEAN_RIGHT = [
     ("nanmean", lambda x, m: torch.nanmean(x.masked_fill(~m.unsqueeze(-1), float("nan")), dim=1)),
     ("masked_fill (not in place)", lambda x, m: x.masked_fill(~m[..., None], 0).sum(1) / m.sum(1, keepdim=True)),
 ]
-
-
-@pytest.mark.parametrize("answer", [a for _, a in MEAN_RIGHT], ids=ids(MEAN_RIGHT))
-def test_right_masked_means_pass(answer, capsys):
-    ok, out = verdict(check_masked_mean, answer, capsys)
-    assert ok, out
-    assert out.startswith("✅ masked_mean is right")
 
 
 def mean_in_place(x, mask):
@@ -385,13 +336,6 @@ MEAN_WRONG = [
 ]
 
 
-@pytest.mark.parametrize("answer, message", [(a, m) for _, a, m in MEAN_WRONG], ids=ids(MEAN_WRONG))
-def test_wrong_masked_means_are_named(answer, message, capsys):
-    ok, out = verdict(check_masked_mean, answer, capsys)
-    assert not ok and out.startswith("❌")
-    assert message in out, out
-
-
 def sliding_window(size, window):
     i, j = torch.arange(size)[:, None], torch.arange(size)
     return (j <= i) & (j > i - window)
@@ -435,3 +379,16 @@ def test_sliding_window_off_by_one_says_how_many_positions(capsys):
 def test_masked_mean_mistakes_are_named(buggy, named, capsys):
     ok, out = verdict(check_masked_mean, buggy, capsys)
     assert not ok and named in out
+
+
+# --- the verdict table: every answer above, the verdict it must get and the words its message must hold ---------
+
+VERDICTS = [
+    *verdict_rows(check_causal_mask, CAUSAL_RIGHT, CAUSAL_WRONG, says="✅ causal_mask is right"),
+    *verdict_rows(check_padding_mask, PADDING_RIGHT, PADDING_WRONG, says="✅ padding_mask is right"),
+    *verdict_rows(check_sliding_window_mask, WINDOW_RIGHT, WINDOW_WRONG, says="✅ sliding_window_mask is right"),
+    *verdict_rows(check_masked_mean, MEAN_RIGHT, MEAN_WRONG, says="✅ masked_mean is right"),
+]
+
+
+test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)

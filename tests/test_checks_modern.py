@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from helpers import rotary, todo, verdict
+from helpers import rotary, todo, verdict, verdict_rows, verdict_table_test
 
 from course_utils.checks import check_expand_kv, check_gpt2_block_weights, check_rotary_halves
 
@@ -99,19 +99,6 @@ ROTARY_HALVES_WRONG = [
 ]
 
 
-@pytest.mark.parametrize("fn", [rotary_solution, rotary_rotate_half, rotary_float64, rotary_complex],
-                         ids=lambda f: f.__name__)  # fmt: skip
-def test_rotary_halves_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_rotary_halves, fn, capsys)
-    assert ok and out.startswith("✅ rotary embedding with Llama's pairing (i, i + d/2) is right."), out
-
-
-@pytest.mark.parametrize("name, fn, words", ROTARY_HALVES_WRONG, ids=ids(ROTARY_HALVES_WRONG))
-def test_rotary_halves_wrong_answers_are_named(name, fn, words, capsys):
-    ok, out = verdict(check_rotary_halves, fn, capsys)
-    assert not ok and words in out, out
-
-
 # --- chapter 10: key/value heads ----------------------------------------------------------------------------------
 
 
@@ -158,19 +145,6 @@ EXPAND_WRONG = [
     ("detach", lambda x, n: x.detach().repeat_interleave(n, dim=1), GRADIENT),
     ("meta", lambda x, n: x.repeat_interleave(n, dim=1).to("meta"), DEVICE),
 ]
-
-
-@pytest.mark.parametrize("fn", [expand_solution, expand_index, expand_loop, expand_stack, expand_interleave],
-                         ids=lambda f: f.__name__)  # fmt: skip
-def test_expand_kv_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_expand_kv, fn, capsys)
-    assert ok and out.startswith("✅ expand_kv is right: query head j reads key head j // n_rep, as in Llama."), out
-
-
-@pytest.mark.parametrize("name, fn, words", EXPAND_WRONG, ids=ids(EXPAND_WRONG))
-def test_expand_kv_wrong_answers_are_named(name, fn, words, capsys):
-    ok, out = verdict(check_expand_kv, fn, capsys)
-    assert not ok and words in out, out
 
 
 # --- chapter 10: one GPT-2 block's weights --------------------------------------------------------------------------
@@ -281,21 +255,6 @@ GPT2_WRONG = [
     ("in-place", gpt2_in_place, IN_PLACE),
     ("meta", gpt2_meta, "is on meta"),
 ]
-
-
-@pytest.mark.parametrize("fn", [gpt2_solution, gpt2_split_then_transpose, gpt2_regex, gpt2_float64],
-                         ids=lambda f: f.__name__)  # fmt: skip
-def test_gpt2_block_right_answers_pass(fn, capsys):
-    pytest.importorskip("transformers")
-    ok, out = verdict(check_gpt2_block_weights, fn, capsys)
-    assert ok and out.startswith("✅ the block's weights are right"), out
-
-
-@pytest.mark.parametrize("name, fn, words", GPT2_WRONG, ids=ids(GPT2_WRONG))
-def test_gpt2_block_wrong_answers_are_named(name, fn, words, capsys):
-    pytest.importorskip("transformers")
-    ok, out = verdict(check_gpt2_block_weights, fn, capsys)
-    assert not ok and words in out, out
 
 
 # --- rotary embeddings, Llama's pairing ----------------------------------------------------------------------
@@ -484,3 +443,30 @@ def test_gpt2_block_untransposed_rectangular_and_missing_keys(capsys):
 def test_gpt2_block_stub_is_not_attempted():
     result = check_gpt2_block_weights(todo)
     assert not result and result.status == "not attempted"
+
+
+# --- the verdict table: every answer above, the verdict it must get and the words its message must hold ---------
+
+VERDICTS = [
+    *verdict_rows(
+        check_rotary_halves,
+        [rotary_solution, rotary_rotate_half, rotary_float64, rotary_complex],
+        ROTARY_HALVES_WRONG,
+        says="✅ rotary embedding with Llama's pairing (i, i + d/2) is right.",
+    ),
+    *verdict_rows(
+        check_expand_kv,
+        [expand_solution, expand_index, expand_loop, expand_stack, expand_interleave],
+        EXPAND_WRONG,
+        says="✅ expand_kv is right: query head j reads key head j // n_rep, as in Llama.",
+    ),
+    *verdict_rows(
+        check_gpt2_block_weights,
+        [gpt2_solution, gpt2_split_then_transpose, gpt2_regex, gpt2_float64],
+        GPT2_WRONG,
+        says="✅ the block's weights are right",
+    ),
+]
+
+
+test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import rope_reference, rotary, verdict
+from helpers import rope_reference, rotary, verdict, verdict_rows, verdict_table_test
 
 from course_utils.checks import (
     check_alibi_bias,
@@ -105,19 +105,6 @@ SINUSOIDAL_WRONG = [
     ("integers", sin_int, "dtype torch.int64"),
     ("meta", lambda n, d: sin_solution(n, d).to("meta"), "the encoding is on the meta device"),
 ]
-
-
-@pytest.mark.parametrize("fn", [sin_solution, sin_loops, sin_exp_log, sin_float64, sin_keywords],
-                         ids=lambda f: f.__name__)  # fmt: skip
-def test_sinusoidal_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_sinusoidal_encoding, fn, capsys)
-    assert ok and out.startswith("✅ sinusoidal_encoding matches the paper's formula."), out
-
-
-@pytest.mark.parametrize("name, fn, words", SINUSOIDAL_WRONG, ids=ids(SINUSOIDAL_WRONG))
-def test_sinusoidal_wrong_answers_are_named(name, fn, words, capsys):
-    ok, out = verdict(check_sinusoidal_encoding, fn, capsys)
-    assert not ok and words in out, out
 
 
 # --- chapter 03: rotary embeddings, pairs (2i, 2i+1) ---------------------------------------------------------------
@@ -250,19 +237,6 @@ ROTARY_WRONG = [
 ]
 
 
-@pytest.mark.parametrize("fn", [rope_solution, rope_complex, rope_rotate_every_two, rope_loops, rope_einsum],
-                         ids=lambda f: f.__name__)  # fmt: skip
-def test_rotary_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_rotary_embedding, fn, capsys)
-    assert ok and out.startswith("✅ rotary embedding is right: q_m . k_n depends on m - n only."), out
-
-
-@pytest.mark.parametrize("name, fn, words", ROTARY_WRONG, ids=ids(ROTARY_WRONG))
-def test_rotary_wrong_answers_are_named(name, fn, words, capsys):
-    ok, out = verdict(check_rotary_embedding, fn, capsys)
-    assert not ok and words in out, out
-
-
 # --- chapter 03: ALiBi -----------------------------------------------------------------------------------------------
 
 
@@ -310,18 +284,6 @@ ALIBI_WRONG = [
     ("integers", alibi_long, "dtype torch.int64"),
     ("meta", lambda T, s: alibi(T, s).to("meta"), "the bias is on the meta device"),
 ]
-
-
-@pytest.mark.parametrize("fn", [alibi_solution, alibi_loops, alibi_cdist, alibi_float64], ids=lambda f: f.__name__)
-def test_alibi_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_alibi_bias, fn, capsys)
-    assert ok and out.startswith("✅ ALiBi bias is right"), out
-
-
-@pytest.mark.parametrize("name, fn, words", ALIBI_WRONG, ids=ids(ALIBI_WRONG))
-def test_alibi_wrong_answers_are_named(name, fn, words, capsys):
-    ok, out = verdict(check_alibi_bias, fn, capsys)
-    assert not ok and words in out, out
 
 
 def test_the_pairings_are_named_alike_in_both_chapters(capsys):
@@ -404,3 +366,30 @@ def test_alibi_mistakes_are_named(fn, named, capsys):
 def test_alibi_as_an_integer_tensor_is_named(capsys):
     ok, out = verdict(check_alibi_bias, lambda T, s: (-2 * alibi_reference(T, s)).long(), capsys)
     assert not ok and "dtype" in out
+
+
+# --- the verdict table: every answer above, the verdict it must get and the words its message must hold ---------
+
+VERDICTS = [
+    *verdict_rows(
+        check_sinusoidal_encoding,
+        [sin_solution, sin_loops, sin_exp_log, sin_float64, sin_keywords],
+        SINUSOIDAL_WRONG,
+        says="✅ sinusoidal_encoding matches the paper's formula.",
+    ),
+    *verdict_rows(
+        check_rotary_embedding,
+        [rope_solution, rope_complex, rope_rotate_every_two, rope_loops, rope_einsum],
+        ROTARY_WRONG,
+        says="✅ rotary embedding is right: q_m . k_n depends on m - n only.",
+    ),
+    *verdict_rows(
+        check_alibi_bias,
+        [alibi_solution, alibi_loops, alibi_cdist, alibi_float64],
+        ALIBI_WRONG,
+        says="✅ ALiBi bias is right",
+    ),
+]
+
+
+test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import verdict
+from helpers import verdict, verdict_rows, verdict_table_test
 
 from course_utils.checks import check_sampling_step, check_top_p
 
@@ -65,13 +65,6 @@ def sample_float64_probs(logits, temperature, top_k, generator):
 
 
 SAMPLE_RIGHT = [sample_solution, sample_among_top_k, sample_gumbel_max, sample_float64_probs]
-
-
-@pytest.mark.parametrize("fn", SAMPLE_RIGHT, ids=[f.__name__ for f in SAMPLE_RIGHT])
-def test_sampling_step_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_sampling_step, fn, capsys)
-    assert ok, out
-    assert "sampling step is right" in out
 
 
 def sample_seeds_inside(logits, temperature, top_k, generator):  # ignores its generator argument
@@ -246,14 +239,6 @@ SAMPLE_WRONG = [
 ]
 
 
-@pytest.mark.parametrize("fn, words", SAMPLE_WRONG, ids=ids(SAMPLE_WRONG))
-def test_sampling_step_wrong_answers_fail_and_are_named(fn, words, capsys):
-    ok, out = verdict(check_sampling_step, fn, capsys)
-    assert not ok and out.startswith("❌"), out
-    assert words in out, out
-    assert "could not be tested" not in out
-
-
 def test_a_top_k_threshold_from_the_first_row_only_is_not_passed(capsys):
     ok, out = verdict(check_sampling_step, sample_top_k_of_first_row, capsys)
     assert not ok and "could not be tested" not in out, out
@@ -318,13 +303,6 @@ def top_p_hugging_face(logits, p):  # remove tokens above the threshold, shifted
 
 
 TOP_P_RIGHT = [top_p_solution, top_p_row_loop, top_p_filtered_logits, top_p_searchsorted, top_p_hugging_face]
-
-
-@pytest.mark.parametrize("fn", TOP_P_RIGHT, ids=[f.__name__ for f in TOP_P_RIGHT])
-def test_top_p_right_answers_pass(fn, capsys):
-    ok, out = verdict(check_top_p, fn, capsys)
-    assert ok, out
-    assert "top-p is right" in out
 
 
 def _top_p(logits, p, *, descending=True, crossing=True, renormalise=True, extra=0):
@@ -438,14 +416,6 @@ TOP_P_WRONG = [
     (top_p_on_meta, "meta"),
     (top_p_returns_logits, "return probabilities"),
 ]
-
-
-@pytest.mark.parametrize("fn, words", TOP_P_WRONG, ids=ids(TOP_P_WRONG))
-def test_top_p_wrong_answers_fail_and_are_named(fn, words, capsys):
-    ok, out = verdict(check_top_p, fn, capsys)
-    assert not ok and out.startswith("❌"), out
-    assert words in out, out
-    assert "could not be tested" not in out
 
 
 # --- one sampling step ---------------------------------------------------------------------------------------
@@ -583,3 +553,14 @@ def test_top_p_returning_logits_is_named(capsys):
 
     ok, out = verdict(check_top_p, logits_out, capsys)
     assert not ok and "return probabilities" in out
+
+
+# --- the verdict table: every answer above, the verdict it must get and the words its message must hold ---------
+
+VERDICTS = [
+    *verdict_rows(check_sampling_step, SAMPLE_RIGHT, SAMPLE_WRONG, says="sampling step is right"),
+    *verdict_rows(check_top_p, TOP_P_RIGHT, TOP_P_WRONG, says="top-p is right"),
+]
+
+
+test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)
