@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTES = re.compile(r'<aside class="notes">(.*?)</aside>', re.DOTALL)
@@ -28,16 +29,23 @@ def _tool(name):
     return module
 
 
-# The decks are built once, by the tool itself (6 s): the tests that read them are in make test, not make quick.
+# The decks are built once a run, by the tool itself (6 s): the tests that read them are in make test, not make quick.
 SLOW = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def decks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("slides")
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "build_slides.py"), "--out", str(out)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+@pytest.fixture(scope="session")
+def decks(tmp_path_factory, request):
+    """The decks, built once for the whole run: under pytest-xdist the first worker to need them builds them in the
+    folder the workers share, the others wait for it and read them."""
+    shared = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):  # a worker of pytest-xdist: its parent folder is this run's
+        shared = shared.parent
+    out = shared / "slides"
+    with FileLock(str(shared / "slides.lock")):
+        if not (out / "index.html").exists():
+            done = subprocess.run([sys.executable, str(ROOT / "tools" / "build_slides.py"), "--out", str(out)],
+                                  capture_output=True, text=True, check=False)  # fmt: skip
+            assert done.returncode == 0, done.stderr[-2000:]
     return out
 
 
