@@ -289,7 +289,7 @@ def _mask_mistakes(attend_with: Callable[[Tensor | None], Tensor], mask: Tensor)
     ]
 
 
-def _post_norm_mistakes(layer: nn.Module, x: Tensor, mask: Tensor) -> list[tuple[Tensor, str]]:
+def _post_norm_mistakes(layer: Any, x: Tensor, mask: Tensor) -> list[tuple[Tensor, str]]:
     """Each classic mistake of a post-norm encoder layer, as the output it gives: (output, its message)."""
     n1, n2, ffn = layer.norm1, layer.norm2, layer.feed_forward
 
@@ -342,7 +342,7 @@ def _post_norm_mistakes(layer: nn.Module, x: Tensor, mask: Tensor) -> list[tuple
     ]
 
 
-def _post_norm(layer: nn.Module, x: Tensor, mask: Tensor | None) -> Tensor:
+def _post_norm(layer: Any, x: Tensor, mask: Tensor | None) -> Tensor:
     """The paper's encoder layer: h = norm1(x + SelfAttn(x)), then norm2(h + FFN(h))."""
     h = layer.norm1(x + layer.self_attn(x, x, x, mask)[0])
     return layer.norm2(h + layer.feed_forward(h))
@@ -388,7 +388,7 @@ def _trains_through(
         same_gradients(answer, (x,), reference, ("x",), "the layer's output")
 
 
-def _pre_norm_mistakes(layer: nn.Module, x: Tensor, mask: Tensor) -> list[tuple[Tensor, str]]:
+def _pre_norm_mistakes(layer: Any, x: Tensor, mask: Tensor) -> list[tuple[Tensor, str]]:
     """Each classic mistake of a pre-norm encoder layer, as the output it gives: (output, its message)."""
     n1, n2, ffn = layer.norm1, layer.norm2, layer.feed_forward
 
@@ -454,7 +454,7 @@ def _pre_norm_mistakes(layer: nn.Module, x: Tensor, mask: Tensor) -> list[tuple[
     ]
 
 
-def _pre_norm(layer: nn.Module, x: Tensor, mask: Tensor | None) -> Tensor:
+def _pre_norm(layer: Any, x: Tensor, mask: Tensor | None) -> Tensor:
     """A pre-norm encoder layer: x = x + SelfAttn(norm1(x)), then x + FFN(norm2(x))."""
     h = layer.norm1(x)
     x = x + layer.self_attn(h, h, h, mask)[0]
