@@ -1,6 +1,8 @@
+import itertools
+
 import pytest
 
-from course_utils.data.bpe import SPECIALS, BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
+from course_utils.data.bpe import SPACE, SPECIALS, BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
 
 CORPUS = [
     "A man in an orange hat starring at something.",
@@ -68,6 +70,28 @@ def test_round_trip_is_exact_and_unknown_characters_become_unk() -> None:
         assert tok.decode([*tok.encode(text, bos=True, eos=True), tok.pad_id]) == text
     ids = tok.encode("Ein Zebra ✓")
     assert tok.unk_id in ids and "<unk>" in tok.decode(ids)
+
+
+@pytest.mark.parametrize("text", [*CORPUS, "a dog, a cat.", " a space first", "(brackets)!"])
+def test_every_prefix_and_every_token_decodes_to_its_own_piece_of_the_text(text: str) -> None:
+    """Text streamed as it is generated: each prefix of the ids decodes to the start of the text, each longer one
+    extends it, and one token alone decodes to its own characters (the space before a word apart)."""
+    tok = learn_bpe(CORPUS, 120)
+    ids = tok.encode(text)
+    prefixes = [tok.decode(ids[:k]) for k in range(len(ids) + 1)]
+    assert prefixes[0] == "" and prefixes[-1] == text
+    for shorter, longer in itertools.pairwise(prefixes):
+        assert text.startswith(longer) and longer.startswith(shorter)
+    for i in ids:
+        assert tok.decode([i]) == tok.itos[i].replace(SPACE, " ").removeprefix(" ")
+
+
+def test_a_slice_from_the_middle_keeps_its_first_character() -> None:
+    tok = learn_bpe([*CORPUS, *["a dog, a cat."] * 3], 160)
+    ids = tok.encode("a dog, a cat.")
+    assert [tok.itos[i] for i in ids[:3]] == [f"{SPACE}a", f"{SPACE}dog", ","]
+    assert tok.decode(ids[2:]) == ", a cat." and tok.decode(ids[1:]) == "dog, a cat."
+    assert [tok.decode([i]) for i in ids] == ["a", "dog", ",", "a", "cat", "."]
 
 
 def test_ids_follow_specials_then_characters_then_merges() -> None:

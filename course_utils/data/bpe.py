@@ -100,8 +100,11 @@ class BPETokenizer(SpecialTokens):
         return [*ids, self.eos_id] if eos else ids
 
     def decode(self, ids: Iterable[int] | Tensor) -> str:
-        """The text of ``ids``; reading stops at ``<eos>``, and ``<pad>`` and ``<bos>`` are skipped."""
-        return "".join(self.itos[i] for i in self.shown(ids)).replace(SPACE, " ")[1:]
+        """The text of ``ids``; reading stops at ``<eos>``, and ``<pad>`` and ``<bos>`` are skipped. The space that
+        ``pretokenize`` puts before the text is taken off, if the ids begin with it: any slice of ids decodes to its
+        own piece of the text (``decode(ids[2:])`` of "a dog, a cat." is ", a cat."), one token alone included."""
+        text = "".join(self.itos[i] for i in self.shown(ids)).replace(SPACE, " ")
+        return text.removeprefix(" ")
 
     def to_dict(self) -> dict[str, list[str]]:
         """Plain strings, for a checkpoint: ``BPETokenizer.from_dict(tok.to_dict())`` rebuilds it."""
