@@ -8,6 +8,7 @@ import itertools
 import re
 from collections import Counter, defaultdict
 
+import numpy as np
 import pytest
 import torch
 from helpers import judged, todo, verdict
@@ -65,12 +66,36 @@ def beam_python_heap(scores, log_probs):
     return torch.stack(new_scores), torch.tensor(parent), torch.tensor(token)
 
 
+def beam_float64(scores, log_probs):
+    """Computed in float64: the scores come back in float64."""
+    B, K = scores.shape
+    V = log_probs.size(-1)
+    candidates = (scores.double().reshape(B * K, 1) + log_probs.double()).view(B, K * V)
+    new_scores, index = candidates.topk(K, dim=-1)
+    return new_scores, (torch.arange(B)[:, None] * K + index // V).view(-1), (index % V).view(-1)
+
+
+def beam_numpy(scores, log_probs):
+    """Through NumPy: argsort over each sentence's K*V candidates."""
+    B, K = scores.shape
+    V = log_probs.shape[-1]
+    candidates = (scores.numpy().reshape(B * K, 1) + log_probs.numpy()).reshape(B, K * V)
+    index = np.argsort(-candidates, axis=1, kind="stable")[:, :K]
+    new_scores = np.take_along_axis(candidates, index, axis=1)
+    parent = np.arange(B)[:, None] * K + index // V
+    return torch.from_numpy(new_scores), torch.from_numpy(parent).flatten(), torch.from_numpy(index % V).flatten()
+
+
 def beam_step_with(mistake):
     def step(scores, log_probs):
         B, K = scores.shape
         V = log_probs.size(-1)
         if mistake == "multiplied-log-probs":
             candidates = scores.reshape(B * K, 1) * log_probs
+        elif mistake == "repeat-not-interleave":
+            candidates = scores.repeat(1, V) + log_probs.view(B, K * V)
+        elif mistake == "pad-banned":
+            candidates = scores.reshape(B * K, 1) + log_probs.index_fill(1, torch.tensor([0]), float("-inf"))
         elif mistake == "probabilities":
             candidates = scores.exp().reshape(B * K, 1) * log_probs.exp()
         elif mistake == "token-alone":
@@ -101,8 +126,8 @@ def beam_step_with(mistake):
 
 @pytest.mark.parametrize(
     "fn",
-    [beam_solution, beam_3d_sort, beam_probabilities_then_log, beam_python_heap],
-    ids=["notebook", "3d-sort-list", "probabilities-then-log", "python-heap"],
+    [beam_solution, beam_3d_sort, beam_probabilities_then_log, beam_python_heap, beam_float64, beam_numpy],
+    ids=["notebook", "3d-sort-list", "probabilities-then-log", "python-heap", "float64", "numpy"],
 )
 def test_beam_step_right_answers_pass(fn, capsys):
     judged(check_beam_step, fn, None, capsys)
@@ -112,6 +137,8 @@ def test_beam_step_right_answers_pass(fn, capsys):
     ("mistake", "named"),
     [
         ("multiplied-log-probs", "log-probabilities are multiplied"),
+        ("repeat-not-interleave", "repeat_interleave(V, dim=1)"),
+        ("pad-banned", "<pad> (id 0) is banned"),
         ("probabilities", "new_scores are probabilities"),
         ("token-alone", "log-probability alone"),
         ("per-hypothesis", "the top K of each hypothesis's own row"),

@@ -93,7 +93,15 @@ def check_beam_step(fn: Callable[..., Any]) -> Verdict:
             expected_scores, expected_parent, expected_token = _beam_step(scores, log_probs)
             by_token_alone = log_probs.view(B, K * V).topk(K, dim=-1).values
             times = (scores.reshape(B * K, 1) * log_probs).view(B, K * V).topk(K, dim=-1).values
+            tiled = (scores.repeat(1, V) + log_probs.view(B, K * V)).topk(K, dim=-1).values
+            pad_banned = _beam_step(scores, log_probs.index_fill(1, torch.tensor([0]), float("-inf")))[0]
             name_mistake(new_scores, expected_scores, [
+                (tiled, "scores.repeat(1, V) lays the scores out as k0 k1 ... k0 k1 ..., but in log_probs.view(B, K*V) "
+                 "each hypothesis's V tokens are side by side: repeat each score V times in a row, "
+                 "scores.repeat_interleave(V, dim=1), or add scores.reshape(B * K, 1) to log_probs before the view"),
+                (pad_banned, "<pad> (id 0) is banned: a finished hypothesis, one that wrote <eos>, is carried on by "
+                 "<pad> at no cost (its row of log_probs is 0 at <pad>, -inf elsewhere), so it keeps its place "
+                 "among the K; let <pad> compete like any token"),
                 (by_token_alone, "the hypotheses are ranked by the new token's log-probability alone: add each "
                  "hypothesis's score (scores[b, k] + log_probs[b*K + k]), since a hypothesis is scored by the sum of "
                  "its tokens' log-probabilities"),
@@ -103,8 +111,8 @@ def check_beam_step(fn: Callable[..., Any]) -> Verdict:
                 (times, "the log-probabilities are multiplied: a sentence's probability is a product, so its "
                  "log-probability is a SUM, scores + log_probs"),
             ], when)  # fmt: skip
-            if torch.allclose(new_scores.sort(-1, descending=True)[0], expected_scores) \
-                    and not torch.allclose(new_scores, expected_scores):  # fmt: skip
+            if torch.allclose(new_scores.sort(-1, descending=True)[0].double(), expected_scores.double()) \
+                    and not torch.allclose(new_scores.double(), expected_scores.double()):  # fmt: skip
                 raise NotYet(f"{when}: the right scores in another order: put each sentence's best first "
                              "(topk sorts them so)")  # fmt: skip
             same(new_scores, expected_scores, f"{when}: new_scores")
