@@ -653,6 +653,18 @@ FUSE_RIGHT = cases(
 )
 
 
+def fuse_rewrites_its_list(head_weights):
+    """Right numbers, but the caller's list now holds transposed matrices."""
+    for i, w in enumerate(head_weights):
+        head_weights[i] = w.T
+    return torch.cat(head_weights, dim=0)
+
+
+def fuse_appends_to_its_list(head_weights):
+    head_weights.append(torch.zeros_like(head_weights[0]))
+    return torch.cat(head_weights[:-1], dim=1).T
+
+
 FUSE_WRONG = cases(
     (fuse_not_transposed, "nn.Linear stores its weight as (out, in)"),
     (fuse_interleaved, "interleaved"),
@@ -661,6 +673,11 @@ FUSE_WRONG = cases(
     (fuse_stacked_reshaped, "of the stacked (h, d_model, d_k) to (h * d_k, d_model)"),
     (fuse_two_heads_hard_coded, "right for the first test case but not with d_model = 12, n_heads = 3"),
     (fuse_transposes_its_inputs, "changed its input head_weights[0] in place"),
+    (
+        fuse_rewrites_its_list,
+        "changed its input head_weights in place (append, insert, pop, remove, sort, += or an item",
+    ),
+    (fuse_appends_to_its_list, "changed its input head_weights in place"),
     (fuse_on_meta, "is on meta"),
 )
 

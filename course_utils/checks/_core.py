@@ -52,6 +52,14 @@ def _plain_value(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
+def _list_changed(given: list[Any], kept: list[Any]) -> bool:
+    """Whether an argument list differs from its copy taken before the call: by value for plain values, else item by
+    item, each still the same object (the copy was shallow)."""
+    if _plain_value(kept):
+        return given != kept
+    return len(given) != len(kept) or any(a is not b for a, b in zip(given, kept, strict=False))
+
+
 def _argument_names(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     try:
         return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
@@ -71,10 +79,16 @@ def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwa
     before = (
         [] if changes_inputs else [(n, t, t.detach().clone()) for arg, v in named.items() for n, t in _tensors(v, arg)]
     )
+    # Lists as they were: plain values copied whole, lists of tensors (or other objects) item by item, which must
+    # still be the same objects afterwards (head_weights[i] = head_weights[i].T rewrites the caller's list).
     lists = (
         []
         if changes_inputs
-        else [(arg, v, copy.deepcopy(v)) for arg, v in named.items() if isinstance(v, list) and _plain_value(v)]
+        else [
+            (arg, v, copy.deepcopy(v) if _plain_value(v) else list(v))  # pyright: ignore[reportUnknownArgumentType]
+            for arg, v in named.items()
+            if isinstance(v, list)
+        ]
     )
     try:
         result = fn(*args, **kwargs)
@@ -92,7 +106,7 @@ def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwa
             detail += ". Create new tensors on the inputs' device, e.g. torch.zeros(..., device=x.device)"
         raise NotYet(f"{name} raised {type(e).__name__}{detail}") from None
     for arg, given, kept in lists:
-        if given != kept:
+        if _list_changed(given, kept):
             raise NotYet(
                 f"{name} changed its input {arg} in place (append, insert, pop, remove, sort, += or an item "
                 "assignment write into the caller's list): build a new list instead ([*s, x], s + [x], sorted(s)), "

@@ -368,9 +368,10 @@ def check_fused_head_projections(fn: Callable[..., Any]) -> Verdict:
         g = torch.Generator().manual_seed(seed)
         d_k = d_model // n_heads
         heads = [torch.randn(d_model, d_k, generator=g) for _ in range(n_heads)]
-        got = call(fn, heads)
         expected = torch.cat(heads, dim=1).T  # (h * d_k, d_model): nn.Linear's (out, in)
         interleaved = torch.stack(heads, dim=-1).reshape(d_model, n_heads * d_k)  # column j * h + i: head i's j
+        scrambled = torch.stack(heads).reshape(n_heads * d_k, d_model)  # each computed before the answer runs
+        got = call(fn, heads)
         if not differs(got, expected.T):
             raise NotYet(
                 "this is the paper's W^Q, (d_model, h * d_k) = (in, out); nn.Linear stores its weight as "
@@ -392,7 +393,7 @@ def check_fused_head_projections(fn: Callable[..., Any]) -> Verdict:
             expected,
             [
                 (
-                    torch.stack(heads).reshape(n_heads * d_k, d_model),
+                    scrambled,
                     "right shape, wrong values: .reshape (or .view) of the stacked (h, d_model, d_k) to "
                     "(h * d_k, d_model) keeps the numbers in memory order, which scrambles the rows; it does not "
                     "transpose: torch.cat(head_weights, dim=1).T",
