@@ -201,7 +201,7 @@ def gpt2_float64(block_state):
 
 
 def gpt2(*, transpose_c_proj=True, transpose_c_fc=True, split="right", order="qkv", bias_order="qkv",
-         swap_norms=False, d_model=None):  # fmt: skip
+         swap_norms=False, d_model=None, swap_mlp=False, whole_bias=False):  # fmt: skip
     """A GPT-2 block's state dict in the course's names, with one switch per classic mistake."""
 
     def fn(block_state):
@@ -223,6 +223,12 @@ def gpt2(*, transpose_c_proj=True, transpose_c_fc=True, split="right", order="qk
             out[f"self_attn.w_{p}.weight"] = pieces["qkv".index(source)]
         for p, source in zip("qkv", bias_order):
             out[f"self_attn.w_{p}.bias"] = biases["qkv".index(source)]
+        if swap_mlp:  # c_fc and c_proj each transposed, but into each other's place
+            out["feed_forward.w_1.weight"] = block_state["mlp.c_proj.weight"].t()
+            out["feed_forward.w_2.weight"] = block_state["mlp.c_fc.weight"].t()
+        if whole_bias:
+            for p in "qkv":
+                out[f"self_attn.w_{p}.bias"] = b
         if swap_norms:
             for kind in ("weight", "bias"):
                 out[f"norm1.{kind}"], out[f"norm2.{kind}"] = out[f"norm2.{kind}"], out[f"norm1.{kind}"]
@@ -250,6 +256,9 @@ GPT2_WRONG = [
     ("c_attn-viewed", gpt2(split="view"), "c_attn's weight"),
     ("kqv-order", gpt2(order="kqv"), "queries, keys and values are in the wrong order"),
     ("bias-order", gpt2(bias_order="qvk"), "biases of queries, keys and values are in the wrong order"),
+    ("kqv-order-weights-and-biases", gpt2(order="kqv", bias_order="kqv"), "wrong order, weights and biases alike"),
+    ("mlp-swapped", gpt2(swap_mlp=True), "feed_forward.w_1.weight holds the weight that belongs in feed_forward.w_2"),
+    ("whole-c_attn-bias", gpt2(whole_bias=True), "all of c_attn's bias"),
     ("norms-swapped", gpt2(swap_norms=True), "ln_1 and ln_2 are swapped"),
     ("d_model-hard-coded", gpt2(d_model=24), HARD_CODED),
     ("in-place", gpt2_in_place, IN_PLACE),

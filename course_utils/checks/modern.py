@@ -196,6 +196,22 @@ def _check_block_keys_and_shapes(state: dict[str, Any], expected: dict[str, Tens
                 "keep the weights where they are (no .to(...))",
             )
         if have.shape != want.shape:
+            belongs = [n for n, w in expected.items() if n != name and w.shape == have.shape and torch.equal(w, have)]
+            if belongs:  # the right weight, in the course's layout, under another key
+                raise NotYet(
+                    f"{name} holds the weight that belongs in {belongs[0]}: "
+                    + (
+                        "c_fc is the feed-forward's first layer (w_1, d_model -> 4 d_model), c_proj its second (w_2)"
+                        if name.startswith("feed_forward.")
+                        else "each of GPT-2's weights has one place in GPTBlock"
+                    )
+                )
+            if name.endswith(".bias") and name.startswith("self_attn.w_") and have.numel() == 3 * want.numel():
+                raise NotYet(
+                    f"{name} has shape {tuple(have.shape)}, all of c_attn's bias; GPTBlock needs {tuple(want.shape)}: "
+                    "c_attn's bias (3 d_model,) holds the queries', keys' and values' biases in that order: split it "
+                    "in three, .chunk(3)"
+                )
             hint = (
                 " GPT-2's Conv1D stores its weight as (in, out), nn.Linear as (out, in): transpose it with .t()"
                 if have.shape == want.shape[::-1]
@@ -234,6 +250,18 @@ def _gpt2_block_fixes(state: dict[str, Any], expected: dict[str, Tensor]) -> lis
             (
                 "queries, keys and values are in the wrong order: c_attn holds them as (queries, keys, values)",
                 {f"self_attn.w_{p}.weight": t for p, t in zip("qkv", order)},
+            )
+        )
+    orders = ((1, 0, 2), (0, 2, 1), (2, 1, 0), (1, 2, 0), (2, 0, 1))  # every order of (q, k, v) but the right one
+    for order in orders:  # weights and biases in the same wrong order
+        fixes.append(
+            (
+                "queries, keys and values are in the wrong order, weights and biases alike: c_attn holds them as "
+                "(queries, keys, values), its weight's blocks and its bias's",
+                {
+                    **{f"self_attn.w_{p}.weight": (q, k, v)[i] for p, i in zip("qkv", order)},
+                    **{f"self_attn.w_{p}.bias": (qb, kb, vb)[i] for p, i in zip("qkv", order)},
+                },
             )
         )
     for biases in ((kb, qb, vb), (qb, vb, kb), (vb, kb, qb), (kb, vb, qb), (vb, qb, kb)):
