@@ -250,7 +250,29 @@ ATTENTION_RIGHT = cases(
 )
 
 
+def attention_d_k_power_one_half(query, key, value, mask=None):
+    d_k = query.size(-1)
+    return attention_scaled_by(lambda q, k, v: d_k**1 / 2)(query, key, value, mask)
+
+
+def attention_weights_divided_after_softmax(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1) / math.sqrt(query.size(-1)) @ value
+
+
+def attention_mask_times_minus_inf(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores + (~mask).float() * float("-inf")
+    return scores.softmax(-1) @ value
+
+
 ATTENTION_WRONG = cases(
+    (attention_d_k_power_one_half, "d_k ** 1/2 is (d_k ** 1) / 2"),
+    (attention_weights_divided_after_softmax, "divided by sqrt(d_k) after the softmax"),
+    (attention_mask_times_minus_inf, "0 * inf is NaN"),
     (attention_no_scaling, "not divided by sqrt(d_k)"),
     (attention_divided_by_d_k, "divided by d_k = 8, not by its square root"),
     (attention_sqrt_of_positive_axis_1, "divided by sqrt(5), the number of keys T_k"),
@@ -378,7 +400,13 @@ BIAS_RIGHT = cases(
 )
 
 
+def bias_scaled_by_keys(query, key, value, bias):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(key.size(-2)) + bias
+    return scores.softmax(dim=-1) @ value
+
+
 BIAS_WRONG = cases(
+    (bias_scaled_by_keys, "divided by sqrt(5), the number of keys T_k"),
     (bias_after_softmax, "the bias is added after the softmax"),
     (bias_divided_too, "the bias is divided by sqrt(d_k) with the scores"),
     (bias_ignored, "the bias is ignored"),

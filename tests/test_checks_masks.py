@@ -217,7 +217,15 @@ WINDOW_RIGHT = [
 ]  # fmt: skip
 
 
+def window_negative_slices(size, window):
+    mask = torch.zeros(size, size, dtype=torch.bool)
+    for i in range(size):
+        mask[i, i - window + 1 : i + 1] = True  # negative start for the first rows: counts from the end
+    return mask
+
+
 WINDOW_WRONG = [
+    ("negative slice start", window_negative_slices, "a slice that starts at i - window + 1 < 0 counts from the end"),
     ("flipped", lambda s, w: ~window_solution(s, w), FLIPPED),
     ("off by one, more", lambda s, w: window_solution(s, w + 1), "with window=3 each query sees 4 positions"),
     ("off by one, fewer", lambda s, w: window_solution(s, w - 1), "with window=3 each query sees only 2 positions"),

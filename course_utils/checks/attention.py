@@ -153,6 +153,11 @@ def _name_unmasked_mistake(got: Tensor, expected: Tensor, q: Tensor, k: Tensor, 
         (math.sqrt(T_k), f"the scores are divided by sqrt({T_k}), the number of keys T_k: {root}"),
         (math.sqrt(T_q), f"the scores are divided by sqrt({T_q}), the number of queries T_q: {root}"),
         (math.sqrt(512), f"the scores are divided by sqrt(512), the paper's d_model: {root}"),
+        (
+            d_k / 2,
+            f"the scores are divided by d_k / 2 = {d_k / 2:g}: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter "
+            f"than /; write d_k ** 0.5, or {root}",
+        ),
     ]
     if heads is not None:
         scales += [
@@ -160,6 +165,17 @@ def _name_unmasked_mistake(got: Tensor, expected: Tensor, q: Tensor, k: Tensor, 
             (math.sqrt(heads * d_k), f"the scores are divided by sqrt(h * d_k) = sqrt(d_model): {root}"),
         ]
     name_mistake(got, expected, [((scores / s).softmax(-1) @ v, message) for s, message in scales])
+    name_mistake(
+        got,
+        expected,
+        [
+            (
+                scores.softmax(-1) / math.sqrt(d_k) @ v,
+                "the weights are divided by sqrt(d_k) after the softmax, so they no longer sum to 1, and the scores "
+                f"went into it unscaled: divide the scores before the softmax, {root}, then .softmax(dim=-1)",
+            )
+        ],
+    )
     name_mistake(
         got,
         expected,
@@ -177,6 +193,12 @@ def _name_masked_mistake(got: Tensor, expected: Tensor, q: Tensor, k: Tensor, v:
     flipped = [scaled.masked_fill(mask, fill).softmax(-1) @ v for fill in (float("-inf"), -1e9)]
     if any(_same_or_nan(got, buggy) for buggy in flipped):
         raise NotYet(MISTAKES["flipped mask"])
+    if isinstance(got, Tensor) and _same_or_nan(got, (scaled + (~mask).float() * float("-inf")).softmax(-1) @ v):
+        raise NotYet(
+            "the output is NaN: (~mask).float() * float('-inf') multiplies the allowed positions' 0 by -inf, and "
+            "0 * inf is NaN, which the softmax spreads to the whole row; hide the scores with "
+            'scores.masked_fill(~mask, float("-inf")) (or torch.where(mask, scores, float("-inf")))'
+        )
     weights = scaled.softmax(-1)
     name_mistake(
         got,
@@ -328,6 +350,11 @@ def check_attention_with_bias(fn: Callable[..., Any]) -> Verdict:
             (
                 (scaled + bias).softmax(-2) @ v,
                 "softmax runs over the queries (dim=-2); each query's weights over the keys must sum to 1: dim=-1",
+            ),
+            (
+                (scores / math.sqrt(T_k) + bias).softmax(-1) @ v,
+                f"the scores are divided by sqrt({T_k}), the number of keys T_k: divide by math.sqrt(d_k) = "
+                f"sqrt({d_k}), the size of each query and key (query.size(-1)), then add the bias",
             ),
         ]
         name_mistake(out, expected, mistakes)

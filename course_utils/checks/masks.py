@@ -185,6 +185,14 @@ def check_padding_mask(fn: Callable[..., Any]) -> Verdict:
     return verdict(run)
 
 
+def _negative_slices(size: int, window: int) -> Tensor:
+    """The sliding window filled row by row with mask[i, i - window + 1 : i + 1] = True, a negative start unclamped."""
+    mask = torch.zeros(size, size, dtype=torch.bool)
+    for i in range(size):
+        mask[i, i - window + 1 : i + 1] = True
+    return mask
+
+
 def check_sliding_window_mask(fn: Callable[..., Any]) -> Verdict:
     """``fn(size, window)`` returns a bool ``(size, size)`` mask: query i may attend to key j when
     ``i - window < j <= i``, itself and the ``window - 1`` positions before it."""
@@ -204,6 +212,9 @@ def check_sliding_window_mask(fn: Callable[..., Any]) -> Verdict:
             "and the window - 1 before it: j > i - window": (j <= i) & (j > i - window + 1),
             "the future is allowed: a band around the diagonal; keep only j <= i (causal)": (i - j).abs() < window,
             f"this is the plain causal mask: the window={window} is ignored": j <= i,
+            "the first rows are empty: a slice that starts at i - window + 1 < 0 counts from the end (mask[i, -1:2] "
+            "selects nothing), so the first queries see nothing, not even themselves; start at "
+            "max(0, i - window + 1)": _negative_slices(size, window),
         }
         for message, buggy in mistakes.items():
             if isinstance(got, Tensor) and not torch.equal(buggy, expected) and torch.equal(got, buggy):
