@@ -505,6 +505,24 @@ def latest_first(piece, merges):
     return symbols
 
 
+def by_rank_without_key(piece, merges):
+    """segment_by_rank with min(present) and no key=: the alphabetically first pair."""
+    rank = {pair: i for i, pair in enumerate(merges)}
+    symbols = list(piece)
+    while present := [p for p in itertools.pairwise(symbols) if p in rank]:
+        symbols = merge_pair(symbols, min(present))
+    return symbols
+
+
+def pairs_found_once(piece, merges):
+    rank = {pair: i for i, pair in enumerate(merges)}
+    symbols = list(piece)
+    present = sorted((p for p in itertools.pairwise(symbols) if p in rank), key=rank.get)  # before any merge
+    for pair in present:
+        symbols = merge_pair(symbols, pair)
+    return symbols
+
+
 @pytest.mark.parametrize("fn", [segment_in_order, segment_by_rank])
 def test_bpe_segment_reference_passes(fn, capsys):
     ok, out = verdict(check_bpe_segment, fn, capsys)
@@ -517,6 +535,8 @@ def test_bpe_segment_reference_passes(fn, capsys):
         (by_string_replace, "inside longer symbols"),
         (first_occurrence_only, "first occurrence only"),
         (latest_first, "latest first"),
+        (by_rank_without_key, "min(pairs) without key="),
+        (pairs_found_once, "a merge makes new pairs"),
         (lambda piece, merges: list(piece), "expected"),
         (lambda piece, merges: [piece[1:]], "join back"),
         (lambda piece, merges: "".join(piece), "list of strings"),

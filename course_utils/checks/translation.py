@@ -215,7 +215,8 @@ def _reverse_order(piece: str, merges: Sequence[tuple[str, str]], passes: int | 
 
 def _by_rank(piece: str, merges: Sequence[tuple[str, str]], choose: str, passes: int | None = None) -> list[str]:
     """Merging by rank, but choosing the wrong pair: the highest rank (``"latest"``), the leftmost pair that is a
-    merge (``"leftmost"``); or the right one (``"earliest"``) but stopping after ``passes`` merges."""
+    merge (``"leftmost"``), the alphabetically first (``"alphabetical"``); or the right one (``"earliest"``) but
+    stopping after ``passes`` merges."""
     from ..data.bpe import merge_pair
 
     rank = {pair: r for r, pair in enumerate(merges)}
@@ -226,9 +227,22 @@ def _by_rank(piece: str, merges: Sequence[tuple[str, str]], choose: str, passes:
             break
         if choose == "leftmost":
             pair = present[0]
+        elif choose == "alphabetical":  # min(present) without key=: tuples of strings compare letter by letter
+            pair = min(present)
         else:
             pair = (max if choose == "latest" else min)(present, key=rank.__getitem__)
         symbols, merged = merge_pair(symbols, pair), merged + 1
+    return symbols
+
+
+def _pairs_found_once(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
+    """Merging by rank, but only the pairs present in the piece's characters, found once before any merge."""
+    from ..data.bpe import merge_pair
+
+    rank = {pair: r for r, pair in enumerate(merges)}
+    symbols = list(piece)
+    for pair in sorted({p for p in itertools.pairwise(symbols) if p in rank}, key=rank.__getitem__):
+        symbols = merge_pair(symbols, pair)
     return symbols
 
 
@@ -267,6 +281,17 @@ def check_bpe_segment(fn: Callable[..., Any]) -> Verdict:
             lambda piece, merges: _by_rank(piece, merges, "earliest", passes=1),
             "only one merge is applied, the earliest learned one present: a piece is done only when no pair of "
             "neighbouring symbols is a merge any more; repeat until none is",
+        ),
+        (
+            lambda piece, merges: _by_rank(piece, merges, "alphabetical"),
+            "the pair chosen is the alphabetically first (min(pairs) without key= compares the strings): choose by "
+            "rank, the pair learned earliest, min(pairs, key=rank.get) with rank = {pair: i for i, pair in "
+            "enumerate(merges)}",
+        ),
+        (
+            _pairs_found_once,
+            "the pairs are looked for once, in the piece's characters: a merge makes new pairs (('▁', 'b') merged, "
+            "('▁b', 'an') appears); look for the pairs present again after each merge",
         ),
         (
             lambda piece, merges: _by_rank(piece, merges, "leftmost"),
