@@ -21,6 +21,15 @@ def verdict(check, fn, capsys):
     return ok, capsys.readouterr().out
 
 
+def attention_steps(query, key, value, mask=None):
+    """Attention written step by step, as chapter 01's exercise asks (the checker refuses a ready-made one)."""
+    scores = query @ key.transpose(-2, -1) / query.size(-1) ** 0.5  # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ value, weights
+
+
 def todo(*args, **kwargs):
     """An exercise not written yet."""
     raise NotImplementedError

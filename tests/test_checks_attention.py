@@ -245,8 +245,6 @@ ATTENTION_RIGHT = cases(
     (attention_renormalised_after_softmax,),
     (attention_in_place_on_its_own_scores,),
     (attention_loop_over_batch,),
-    (attention_pytorch,),
-    (scaled_dot_product_attention,),
 )
 
 
@@ -269,7 +267,24 @@ def attention_mask_times_minus_inf(query, key, value, mask=None):
     return scores.softmax(-1) @ value
 
 
+def attention_through_an_alias(query, key, value, mask=None):
+    return SDPA(query, key, value, attn_mask=mask)
+
+
+SDPA = F.scaled_dot_product_attention
+
+
+def attention_imported_by_name(query, key, value, mask=None):
+    from torch.nn.functional import scaled_dot_product_attention as fused
+
+    return fused(query, key, value, attn_mask=mask)
+
+
 ATTENTION_WRONG = cases(
+    (attention_pytorch, "through scaled_dot_product_attention, attention written for you"),
+    (scaled_dot_product_attention, "through"),
+    (attention_through_an_alias, "through SDPA, attention written for you"),
+    (attention_imported_by_name, "through scaled_dot_product_attention"),
     (attention_d_k_power_one_half, "d_k ** 1/2 is (d_k ** 1) / 2"),
     (attention_weights_divided_after_softmax, "divided by sqrt(d_k) after the softmax"),
     (attention_mask_times_minus_inf, "0 * inf is NaN"),
@@ -886,7 +901,7 @@ def test_an_unwritten_stub_of_a_transfer_exercise_is_not_attempted(check, capsys
 
 
 def test_the_attention_checker_says_it_compared_with_pytorch(capsys):
-    ok, out = verdict(check_scaled_dot_product_attention, scaled_dot_product_attention, capsys)
+    ok, out = verdict(check_scaled_dot_product_attention, attention_solution, capsys)
     assert ok and "F.scaled_dot_product_attention" in out
 
 

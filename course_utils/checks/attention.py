@@ -96,8 +96,34 @@ def _with_heads(one: Callable[..., str], case: dict[str, Any]) -> None:
         ) from None
 
 
+# Attention written for the student: what the exercise of chapter 01, section 6, asks to write step by step.
+_LIBRARY_ATTENTION = {"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention"}
+
+
+def _library_attention(fn: Callable[..., Any]) -> str | None:
+    """The name of a ready-made attention that ``fn``'s code calls (F.scaled_dot_product_attention, the course's
+    scaled_dot_product_attention, nn.MultiheadAttention), by its name or through a global alias; None if none."""
+    known = {F.scaled_dot_product_attention, scaled_dot_product_attention, F.multi_head_attention_forward,
+             torch.nn.MultiheadAttention}  # fmt: skip
+    if any(fn is f for f in known):
+        return getattr(fn, "__name__", "a ready-made attention")
+    code = getattr(fn, "__code__", None)
+    names: set[str] = set()
+    stack = [code] if code is not None else []
+    while stack:  # the function's code and the code of the functions and lambdas defined in it
+        c = stack.pop()
+        names.update(c.co_names)
+        stack += [k for k in c.co_consts if hasattr(k, "co_names")]
+    scope = getattr(fn, "__globals__", {})
+    for name in sorted(names):
+        if name in _LIBRARY_ATTENTION or any(scope.get(name) is f for f in known):
+            return name
+    return None
+
+
 def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
-    """``fn(query, key, value, mask=None)`` returns the output, or ``(output, weights)``."""
+    """``fn(query, key, value, mask=None)`` returns the output, or ``(output, weights)``, computed step by step (not by
+    calling a ready-made attention: that is the exercise)."""
 
     def one(B: int, T_q: int, T_k: int, d_k: int, d_v: int, seed: int, heads: int | None = None) -> str:
         g = torch.Generator().manual_seed(seed)
@@ -134,6 +160,13 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
         backpropagates(
             fn, q, k, v, None, what="the attention output", reference=lambda *a: scaled_dot_product_attention(*a)[0]
         )
+        library = _library_attention(fn)
+        if library:
+            raise NotYet(
+                f"right numbers, but through {library}, attention written for you: this exercise is to write each "
+                "step yourself, the scores q @ k.transpose(-2, -1), the division by math.sqrt(d_k), the mask, the "
+                "softmax over the keys and the weighted sum of the values"
+            )
         return message
 
     return verdict(run)

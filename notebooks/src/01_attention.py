@@ -388,7 +388,8 @@ print(
 # Now write everything above as one function, `attention`, for any number of leading batch dimensions
 # `(..., T, d_k)`: the scores, the division by $\sqrt{d_k}$, the mask, the softmax over the keys, the weighted
 # sum of the values. The checker below runs it with $T_q \neq T_k$, with and without masks, and compares it with
-# `course_utils.scaled_dot_product_attention` and with PyTorch's fused `F.scaled_dot_product_attention`.
+# `course_utils.scaled_dot_product_attention` and with PyTorch's fused `F.scaled_dot_product_attention`; an answer
+# that calls one of those (or `nn.MultiheadAttention`) instead of writing the steps is sent back.
 
 
 # %% tags=["exercise"]

@@ -686,9 +686,11 @@ assert max(val_loss["Llama-style"]) < min(val_loss["GPT"])  # no seed of one ove
 # {{EXERCISES}}
 #
 # **Exercise 1 · Key/value heads without copying first.** Write `my_expand_kv(x, n_rep)`, from `(B, g, T, d)` to
-# `(B, g * n_rep, T, d)`, where output head $j$ is input head $j$ // `n_rep`, using only `expand` (a view: no memory
-# copied; the `reshape` that merges the axes then copies once) and `reshape`. Hint: give `x` a new axis of size 1 right after the heads, expand that axis to `n_rep`, then
-# merge it with the heads. Which order of the two axes in the merge gives head 0, 0, 1, 1 rather than 0, 1, 0, 1?
+# `(B, g * n_rep, T, d)`, where output head $j$ is input head $j$ // `n_rep`. Any way that gives those heads passes
+# (`repeat_interleave` does); try it with `expand` and `reshape` alone, as Llama does: `expand` is a view, no memory
+# copied, and the `reshape` that merges the axes then copies once. Hint: give `x` a new axis of size 1 right after the
+# heads, expand that axis to `n_rep`, then merge it with the heads. Which order of the two axes in the merge gives
+# head 0, 0, 1, 1 rather than 0, 1, 0, 1?
 
 
 # %% tags=["exercise"]
