@@ -80,7 +80,27 @@ def rotary_second_half_detached(x, positions, theta):
     return rotary_solution(torch.cat([x[..., : d // 2], x[..., d // 2 :].detach()], dim=-1), positions, theta)
 
 
+def rotary_mixed(angles):
+    """Hugging Face's rotate_half with interleaved angles (repeat_interleave), or interleaved pairs rotated with the
+    halves' angles (torch.cat)."""
+
+    def fn(x, positions, theta):
+        d = x.size(-1)
+        freqs = positions.float()[:, None] * theta ** (-torch.arange(0, d, 2).float() / d)  # (T, d/2)
+        if angles == "interleaved":
+            emb = freqs.repeat_interleave(2, dim=-1)  # (T, d): angle i at 2i and 2i+1
+            rotated = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], dim=-1)  # rotate_half: the halves
+        else:
+            emb = torch.cat([freqs, freqs], dim=-1)  # (T, d): angle i at i and i + d/2
+            rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)  # neighbours
+        return x * emb.cos() + rotated * emb.sin()
+
+    return fn
+
+
 ROTARY_HALVES_WRONG = [
+    ("interleaved-angles-rotate-half", rotary_mixed("interleaved"), "the angles and the pairs follow two layouts"),
+    ("halves-angles-neighbours", rotary_mixed("halves"), "the angles and the pairs follow two layouts"),
     ("interleaved", lambda x, p, t: rotary(x, p, t, pairing="interleaved"), "pairs neighbours (2i, 2i+1)"),
     ("positions-ignored", lambda x, p, t: rotary(x, p, t, ignore_positions=True), "positions are 0 .. T-1"),
     ("theta-10000", lambda x, p, t: rotary(x, p, t, theta_=10000.0), "theta is 10000"),

@@ -217,7 +217,26 @@ def rope_second_half_detached(x):
     return rope_solution(torch.stack([x[..., 0::2], x[..., 1::2].detach()], dim=-1).flatten(-2))
 
 
+def rope_mixed(angles):
+    """Neighbours rotated with the halves' angles (torch.cat), or the halves rotated with interleaved angles."""
+
+    def fn(x):
+        T, d = x.shape[-2], x.shape[-1]
+        freqs = torch.arange(T).float()[:, None] / 10000 ** (torch.arange(0, d, 2).float() / d)  # (T, d/2)
+        if angles == "halves":
+            emb = torch.cat([freqs, freqs], dim=-1)
+            rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+        else:
+            emb = freqs.repeat_interleave(2, dim=-1)
+            rotated = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], dim=-1)
+        return x * emb.cos() + rotated * emb.sin()
+
+    return fn
+
+
 ROTARY_WRONG = [
+    ("halves-angles-neighbours", rope_mixed("halves"), "the angles and the pairs follow two layouts"),
+    ("interleaved-angles-rotate-half", rope_mixed("interleaved"), "the angles and the pairs follow two layouts"),
     ("halves", lambda x: rope(x, halves=True), "pairs dimension i with i + d/2"),
     ("2i-twice", lambda x: rope(x, exponent=2.0), "2i is applied twice"),
     ("pair-index-i", lambda x: rope(x, exponent=0.5), "pair index i where the formula has 2i"),

@@ -11,7 +11,7 @@ from torch import Tensor
 from ..model.attention import expand_kv
 from ..model.positional import apply_rotary
 from ._core import NotYet, Verdict, backpropagates, call, differs, each_case, same, verdict, wrong_device
-from .positional import PAIRINGS, frequency_mistakes, like
+from .positional import MIXED_LAYOUTS, PAIRINGS, frequency_mistakes, like, mixed_layouts
 
 __all__ = ["check_expand_kv", "check_gpt2_block_weights", "check_rotary_halves"]
 
@@ -58,6 +58,12 @@ def check_rotary_halves(fn: Callable[..., Any]) -> Verdict:
             "it rotates the other way: map (a, b) to (a cos - b sin, a sin + b cos) with a the first half": _rotary(
                 x, positions, theta, sign=-1.0
             ),
+            **{
+                MIXED_LAYOUTS[layout] + f"here {PAIRINGS['halves']}, angle i at i and i + d/2": mixed_layouts(
+                    x, positions, theta, layout
+                )
+                for layout in ("interleaved", "halves")
+            },
         }
         for mistake, buggy in named.items():
             if like(got, buggy, reference):

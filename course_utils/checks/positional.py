@@ -119,6 +119,31 @@ def _rope(x: Tensor, *, exponent: float = 1.0, halves: bool = False, direction: 
     return out.float()
 
 
+def mixed_layouts(x: Tensor, positions: Tensor, theta: float, angles: str) -> Tensor:
+    """Rotary embedding with the angles laid out for one pairing and the pairs rotated by the other: ``angles``
+    "interleaved" (each angle twice in a row, repeat_interleave) with the halves rotated (rotate_half), or "halves"
+    (torch.cat([angles, angles])) with neighbours rotated."""
+    d = x.size(-1)
+    omega = theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    turn = positions.double()[:, None] * omega  # (T, d/2)
+    turn = turn.repeat_interleave(2, dim=-1) if angles == "interleaved" else torch.cat([turn, turn], dim=-1)  # (T, d)
+    xd = x.double()
+    if angles == "interleaved":
+        partner = torch.cat([-xd[..., d // 2 :], xd[..., : d // 2]], dim=-1)
+    else:
+        partner = torch.stack([-xd[..., 1::2], xd[..., 0::2]], dim=-1).flatten(-2)
+    return (xd * turn.cos() + partner * turn.sin()).to(x.dtype)
+
+
+# Said when an answer mixes the two layouts, by the layout of its angles; its pairing's own words are added.
+MIXED_LAYOUTS = {
+    "interleaved": "the angles and the pairs follow two layouts: the angles are laid out for neighbours (each twice "
+    "in a row, repeat_interleave) but the halves are rotated (rotate_half); both must follow one pairing: ",
+    "halves": "the angles and the pairs follow two layouts: the angles are laid out for the halves "
+    "(torch.cat([a, a])) but neighbours are rotated; both must follow one pairing: ",
+}
+
+
 def check_rotary_embedding(fn: Callable[..., Any]) -> Verdict:
     """``fn(x)`` rotates each pair of features (2i, 2i+1) of ``x (B, n_heads, T, d_k)`` by the angle pos * omega_i,
     omega_i = 1 / 10000^(2i / d_k), pos = 0 .. T-1 along dimension -2."""
@@ -144,6 +169,12 @@ def check_rotary_embedding(fn: Callable[..., Any]) -> Verdict:
                 x, direction=-1.0
             ),
             "positions start at 1: the first token is position 0 and is not rotated": _rope(x, start=1),
+            **{
+                MIXED_LAYOUTS[layout] + f"here {PAIRINGS['interleaved']}, angle i at 2i and 2i+1": mixed_layouts(
+                    x, torch.arange(T), 10000.0, layout
+                )
+                for layout in ("interleaved", "halves")
+            },
         }
         for mistake, buggy in named.items():
             if like(got, buggy, reference):
