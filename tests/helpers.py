@@ -121,8 +121,8 @@ def rotary(x, positions, theta, *, pairing="halves", exponent=1.0, sign=1.0, the
            precedence=False, d_=None):  # fmt: skip
     """A rotary embedding of pairs (i, i + d/2), with one switch per classic mistake."""
     d, theta = d_ or x.size(-1), theta_ or theta
-    pos = torch.arange(x.size(-2)) if ignore_positions else positions
-    two_i = torch.arange(0, d, 2, dtype=torch.float32)
+    pos = torch.arange(x.size(-2), device=x.device) if ignore_positions else positions
+    two_i = torch.arange(0, d, 2, dtype=torch.float32, device=x.device)
     omega = (theta**-two_i) / d if precedence else theta ** (-exponent * two_i / d)
     angles = sign * pos.float()[:, None] * omega
     cos, sin = angles.cos(), angles.sin()
@@ -139,8 +139,8 @@ def rotary(x, positions, theta, *, pairing="halves", exponent=1.0, sign=1.0, the
 def rope_reference(x, exponent=1.0, halves=False, direction=1.0, start=0):
     """Rotary embedding of x (..., T, d): pairs (2i, 2i+1), or (i, i + d/2) with ``halves``."""
     T, d = x.shape[-2:]
-    pos = torch.arange(start, start + T, dtype=torch.float32)[:, None]  # (T, 1)
-    two_i = torch.arange(0, d, 2, dtype=torch.float32)  # (d / 2,)
+    pos = torch.arange(start, start + T, dtype=torch.float32, device=x.device)[:, None]  # (T, 1)
+    two_i = torch.arange(0, d, 2, dtype=torch.float32, device=x.device)  # (d / 2,)
     angle = direction * pos / 10000 ** (exponent * two_i / d)  # (T, d / 2)
     cos, sin = angle.cos(), angle.sin()
     first, second = (slice(0, d // 2), slice(d // 2, d)) if halves else (slice(0, d, 2), slice(1, d, 2))

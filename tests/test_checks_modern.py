@@ -31,7 +31,9 @@ def ids(cases):
 
 def rotary_solution(x, positions, theta):  # the notebook's solution
     d = x.size(-1)
-    omega = theta ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,): arange already gives 2i
+    omega = theta ** (
+        -torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d
+    )  # (d/2,): arange already gives 2i
     angles = positions.float()[:, None] * omega  # (T, d/2)
     cos, sin = angles.cos(), angles.sin()
     a, b = x[..., : d // 2], x[..., d // 2 :]  # (B, h, T, d/2) each: pair i = (i, i + d/2)
@@ -49,7 +51,7 @@ def rotary_rotate_half(x, positions, theta):  # Hugging Face's form
 
 def rotary_float64(x, positions, theta):
     half = x.shape[-1] // 2
-    i = torch.arange(half, dtype=torch.float64)
+    i = torch.arange(half, dtype=torch.float64, device=x.device)
     angles = positions.double().unsqueeze(-1) / torch.tensor(theta, dtype=torch.float64) ** (2 * i / (2 * half))
     a, b = x.double().split(half, dim=-1)
     return torch.cat((a * angles.cos() - b * angles.sin(), b * angles.cos() + a * angles.sin()), -1).float()
@@ -57,7 +59,7 @@ def rotary_float64(x, positions, theta):
 
 def rotary_complex(x, positions, theta):
     d = x.size(-1)
-    angles = torch.outer(positions.float(), theta ** (-torch.arange(0, d, 2).float() / d))
+    angles = torch.outer(positions.float(), theta ** (-torch.arange(0, d, 2, device=x.device).float() / d))
     z = torch.complex(x[..., : d // 2], x[..., d // 2 :]) * torch.exp(1j * angles)
     return torch.cat([z.real, z.imag], dim=-1)
 
@@ -98,7 +100,16 @@ def rotary_mixed(angles):
     return fn
 
 
+def rotary_without_device(x, positions, theta):
+    """Right on the CPU; omega is made there whatever x's device (no device=)."""
+    d = x.size(-1)
+    angles = positions.float()[:, None] * theta ** (-torch.arange(0, d, 2).float() / d)  # (T, d/2)
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    return torch.cat([a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()], dim=-1)
+
+
 ROTARY_HALVES_WRONG = [
+    ("arange-without-device", rotary_without_device, "A tensor made without device= is made on the CPU"),
     ("interleaved-angles-rotate-half", rotary_mixed("interleaved"), "the angles and the pairs follow two layouts"),
     ("halves-angles-neighbours", rotary_mixed("halves"), "the angles and the pairs follow two layouts"),
     ("interleaved", lambda x, p, t: rotary(x, p, t, pairing="interleaved"), "pairs neighbours (2i, 2i+1)"),
@@ -296,10 +307,10 @@ def rotary_answer(*, pairing="halves", start=None, theta_override=None, two_i_tw
     def fn(x, positions, theta):
         theta = theta_override or theta
         d = x.size(-1)
-        two_i = torch.arange(0, d, 2, dtype=torch.float64)
+        two_i = torch.arange(0, d, 2, dtype=torch.float64, device=x.device)
         exponent = 2 * two_i if two_i_twice else two_i / 2 if pair_index else two_i
         omega = theta ** (-exponent / d)  # (d/2,)
-        pos = torch.arange(x.size(-2)) if start is not None else positions
+        pos = torch.arange(x.size(-2), device=x.device) if start is not None else positions
         angles = sign * pos.double()[:, None] * omega  # (T, d/2)
         if complex_form:  # another style: complex numbers over the halves
             z = torch.complex(x[..., : d // 2].double(), x[..., d // 2 :].double()) * torch.polar(

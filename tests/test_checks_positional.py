@@ -112,8 +112,8 @@ SINUSOIDAL_WRONG = [
 
 def rope_solution(x):  # the notebook's solution
     T, d_k = x.shape[-2], x.shape[-1]
-    pos = torch.arange(T, dtype=torch.float32)[:, None]  # (T, 1)
-    two_i = torch.arange(0, d_k, 2, dtype=torch.float32)  # (d_k / 2,): 2i
+    pos = torch.arange(T, dtype=torch.float32, device=x.device)[:, None]  # (T, 1)
+    two_i = torch.arange(0, d_k, 2, dtype=torch.float32, device=x.device)  # (d_k / 2,): 2i
     angle = pos / 10000 ** (two_i / d_k)  # (T, d_k / 2): m * omega_i
     cos, sin = torch.cos(angle), torch.sin(angle)
     a, b = x[..., 0::2], x[..., 1::2]  # (B, n_heads, T, d_k / 2) each: the pairs' two features
@@ -133,7 +133,7 @@ def rope_complex(x):  # Meta's original Llama code: pairs as complex numbers
 
 def rope_rotate_every_two(x):  # GPT-J's form: x * cos + rotate_every_two(x) * sin
     T, d = x.size(-2), x.size(-1)
-    angle = torch.arange(T)[:, None] * 10000 ** (-torch.arange(0, d, 2) / d)
+    angle = torch.arange(T, device=x.device)[:, None] * 10000 ** (-torch.arange(0, d, 2, device=x.device) / d)
     cos, sin = angle.cos().repeat_interleave(2, dim=-1), angle.sin().repeat_interleave(2, dim=-1)  # (T, d)
     rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)  # (-b, a) for each pair (a, b)
     return x * cos + rotated * sin
@@ -143,7 +143,9 @@ def rope_loops(x):
     T, d = x.shape[-2:]
     columns = []
     for i in range(d // 2):
-        angle = torch.arange(T, dtype=torch.float64) / 10000 ** (2 * i / d)  # i counts pairs: 2 * i is 2i
+        angle = torch.arange(T, dtype=torch.float64, device=x.device) / 10000 ** (
+            2 * i / d
+        )  # i counts pairs: 2 * i is 2i
         a, b = x[..., 2 * i].double(), x[..., 2 * i + 1].double()
         columns += [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()]
     return torch.stack(columns, dim=-1).to(x.dtype)
@@ -151,7 +153,9 @@ def rope_loops(x):
 
 def rope_einsum(x):  # a (T, d/2, 2, 2) stack of rotation matrices
     T, d = x.shape[-2:]
-    angle = torch.arange(T, device=x.device)[:, None] / torch.tensor(10000.0) ** (torch.arange(0, d, 2) / d)
+    angle = torch.arange(T, device=x.device)[:, None] / torch.tensor(10000.0) ** (
+        torch.arange(0, d, 2, device=x.device) / d
+    )
     c, s = angle.cos(), angle.sin()
     rotation = torch.stack([torch.stack([c, -s], -1), torch.stack([s, c], -1)], -2)  # (T, d/2, 2, 2)
     pairs = x.unflatten(-1, (d // 2, 2))  # (B, h, T, d/2, 2)
@@ -234,7 +238,16 @@ def rope_mixed(angles):
     return fn
 
 
+def rope_without_device(x):
+    """Right on the CPU; its angles are made there whatever x's device (no device=)."""
+    T, d = x.shape[-2], x.shape[-1]
+    angle = torch.arange(T)[:, None] / 10000 ** (torch.arange(0, d, 2) / d)  # (T, d/2), on the CPU
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], dim=-1).flatten(-2)
+
+
 ROTARY_WRONG = [
+    ("arange-without-device", rope_without_device, "A tensor made without device= is made on the CPU"),
     ("halves-angles-neighbours", rope_mixed("halves"), "the angles and the pairs follow two layouts"),
     ("interleaved-angles-rotate-half", rope_mixed("interleaved"), "the angles and the pairs follow two layouts"),
     ("halves", lambda x: rope(x, halves=True), "pairs dimension i with i + d/2"),

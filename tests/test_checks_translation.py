@@ -28,7 +28,7 @@ def beam_solution(scores, log_probs):  # the notebook's solution
     V = log_probs.size(-1)
     candidates = (scores.reshape(B * K, 1) + log_probs).view(B, K * V)  # (B, K*V): every hypothesis x every token
     new_scores, index = candidates.topk(K, dim=-1)  # (B, K) each, best first
-    parent = (torch.arange(B)[:, None] * K + index // V).view(-1)  # (B*K,): rows of log_probs
+    parent = (torch.arange(B, device=scores.device)[:, None] * K + index // V).view(-1)  # (B*K,): rows of log_probs
     return new_scores, parent, (index % V).view(-1)
 
 
@@ -49,7 +49,11 @@ def beam_probabilities_then_log(scores, log_probs):
     V = log_probs.size(-1)
     probs = (scores.double().exp().reshape(B * K, 1) * log_probs.double().exp()).view(B, K * V)
     best, index = probs.topk(K, dim=1)
-    return best.log().float(), (torch.arange(B)[:, None] * K + index // V).flatten(), (index % V).flatten()
+    return (
+        best.log().float(),
+        (torch.arange(B, device=scores.device)[:, None] * K + index // V).flatten(),
+        (index % V).flatten(),
+    )
 
 
 def beam_python_heap(scores, log_probs):
@@ -72,7 +76,7 @@ def beam_float64(scores, log_probs):
     V = log_probs.size(-1)
     candidates = (scores.double().reshape(B * K, 1) + log_probs.double()).view(B, K * V)
     new_scores, index = candidates.topk(K, dim=-1)
-    return new_scores, (torch.arange(B)[:, None] * K + index // V).view(-1), (index % V).view(-1)
+    return new_scores, (torch.arange(B, device=scores.device)[:, None] * K + index // V).view(-1), (index % V).view(-1)
 
 
 def beam_numpy(scores, log_probs):
@@ -109,7 +113,9 @@ def beam_step_with(mistake):
         new_scores, index = candidates.view(B, -1).topk(k, dim=-1)
         if mistake == "ascending":
             new_scores, index = new_scores.flip(-1), index.flip(-1)
-        offset = 0 if mistake == "no-offset" else torch.arange(B)[:, None] * K
+        offset = 0 if mistake == "no-offset" else torch.arange(B, device=scores.device)[:, None] * K
+        if mistake == "arange-without-device":
+            offset = torch.arange(B)[:, None] * K
         parent, token = offset + index // V, index % V
         if mistake == "swapped":
             parent, token = offset + index % V, index // V
@@ -149,6 +155,7 @@ def test_beam_step_right_answers_pass(fn, capsys):
         ("flat-token", "index % V"),
         ("meta", "new_scores is on meta"),
         ("in-place", "changed its input scores in place"),
+        ("arange-without-device", "A tensor made without device= is made on the CPU"),
     ],
 )
 def test_beam_step_wrong_answers_fail(mistake, named, capsys):
@@ -416,7 +423,7 @@ def beam_step(*, add_scores=True, offset=True, swap=False, flat_token=False, asc
         beam, token = index // V, index % V
         if swap:
             beam, token = token, beam
-        parent = (torch.arange(B)[:, None] * K if offset else 0) + beam
+        parent = (torch.arange(B, device=scores.device)[:, None] * K if offset else 0) + beam
         return new_scores, parent.view(-1), (index if flat_token else token).view(-1)
 
     return step

@@ -67,6 +67,40 @@ def _argument_names(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[
         return {**{f"argument {i + 1}": a for i, a in enumerate(args)}, **kwargs}
 
 
+# What PyTorch says when one operation meets tensors on two devices.
+DEVICE_MISMATCH = ("is not on the expected device", "Expected all tensors to be on the same device", "same device")
+
+
+def on_meta(fn: Callable[..., Any], *args: Any) -> Any:
+    """The answer once more, its tensor arguments on PyTorch's meta device (shapes, no values), standing in for a
+    GPU: a tensor it makes without ``device=`` lands on the CPU and meets the inputs there, as in Colab. Its result,
+    or None where the answer reads values (``.item()``, NumPy, Python numbers), which a meta tensor has none of: that
+    answer is judged on the CPU only. A clash of devices raises ``NotYet``."""
+    name = getattr(fn, "__name__", "your function")
+    moved = [a.to("meta") if isinstance(a, Tensor) else a for a in args]
+    try:
+        with students_random_state_kept():
+            return fn(*moved)
+    except Exception as e:
+        if any(words in str(e) for words in DEVICE_MISMATCH):
+            raise NotYet(
+                f"with its inputs on a GPU (here PyTorch's meta device, which stands in for one), {name} raised "
+                f"{type(e).__name__}: {e} A tensor made without device= is made on the CPU: create new tensors on the "
+                "inputs' device, e.g. torch.arange(n, device=x.device)"
+            ) from None
+        return None
+
+
+def off_the_cpu(what: str, got: object, name: str) -> None:
+    """Raise ``NotYet`` if ``got``, the answer's result for inputs on the meta device, is a tensor left on the CPU."""
+    if isinstance(got, Tensor) and got.device.type == "cpu":
+        raise NotYet(
+            f"with its inputs on a GPU (here PyTorch's meta device, which stands in for one), {name} returns {what} "
+            "on the CPU: a tensor made without device= is made there; create new tensors on the inputs' device, "
+            "e.g. torch.arange(n, device=x.device)"
+        )
+
+
 def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, with the student's errors turned into verdicts: not written yet, an exception (named,
     with its message, or a hint when it has none), or an input tensor changed in place (an answer that overwrites
@@ -102,8 +136,14 @@ def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwa
         ) from None
     except Exception as e:  # the student's bug, reported rather than raised
         detail = f": {e}" if str(e) else EMPTY_ERRORS.get(type(e).__name__, " (an error with no message)")
-        if "device" in str(e) and ("Expected all tensors" in str(e) or "same device" in str(e)):
+        if any(words in str(e) for words in DEVICE_MISMATCH):
             detail += ". Create new tensors on the inputs' device, e.g. torch.zeros(..., device=x.device)"
+        if "without overflow" in str(e):
+            detail += (
+                ". A number the size of float32's extremes (torch.finfo(torch.float32).min, -1e38) does not fit in "
+                'the bfloat16 or float16 a GPU computes in: fill with float("-inf"), or torch.finfo(x.dtype).min of '
+                "the tensor's own dtype"
+            )
         raise NotYet(f"{name} raised {type(e).__name__}{detail}") from None
     for arg, given, kept in lists:
         if _list_changed(given, kept):

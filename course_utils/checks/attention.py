@@ -13,7 +13,20 @@ from torch import Tensor
 
 from ..model.attention import expand_kv, scaled_dot_product_attention
 from ..model.masks import causal_mask
-from ._core import MISTAKES, NotYet, Verdict, backpropagates, call, differs, each_case, name_mistake, same, verdict
+from ._core import (
+    MISTAKES,
+    NotYet,
+    Verdict,
+    backpropagates,
+    call,
+    differs,
+    each_case,
+    name_mistake,
+    off_the_cpu,
+    on_meta,
+    same,
+    verdict,
+)
 
 __all__ = [
     "check_attention_with_bias",
@@ -160,6 +173,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
         backpropagates(
             fn, q, k, v, None, what="the attention output", reference=lambda *a: scaled_dot_product_attention(*a)[0]
         )
+        _on_a_gpu(fn)
         library = _library_attention(fn)
         if library:
             raise NotYet(
@@ -170,6 +184,24 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
         return message
 
     return verdict(run)
+
+
+def _on_a_gpu(fn: Callable[..., Any]) -> None:
+    """The answer as a GPU runs it: its inputs on another device (the meta device stands in for one), and in
+    bfloat16, where a fill value the size of float32's extremes overflows."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, n, 8, generator=g) for n in (3, 5, 5))
+    mask = causal_mask(5)[-3:]  # (3, 5)
+    got = on_meta(fn, q, k, v, mask)
+    off_the_cpu("the output", got[0] if isinstance(got, tuple | list) and got else got, getattr(fn, "__name__", "it"))
+    expected, _ = scaled_dot_product_attention(q, k, v, mask)
+    half = _output(call(fn, q.bfloat16(), k.bfloat16(), v.bfloat16(), mask), (2, 3, 8), (2, 3, 5))
+    if not (isinstance(half, Tensor) and half.shape == expected.shape and half.isfinite().all()
+            and torch.allclose(half.float(), expected, atol=0.1)):  # fmt: skip
+        raise NotYet(
+            "right in float32, not in bfloat16 (what a GPU computes in): keep every step in the inputs' dtype, and "
+            'hide scores with float("-inf") or torch.finfo(scores.dtype).min'
+        )
 
 
 def _name_unmasked_mistake(got: Tensor, expected: Tensor, q: Tensor, k: Tensor, v: Tensor, heads: int | None) -> None:

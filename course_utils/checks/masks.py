@@ -18,6 +18,8 @@ from ._core import (
     call,
     each_case,
     name_mistake,
+    off_the_cpu,
+    on_meta,
     same,
     verdict,
     wrong_device,
@@ -180,7 +182,9 @@ def check_padding_mask(fn: Callable[..., Any]) -> Verdict:
     cases = [dict(pad_id=0, B=3, T=5), dict(pad_id=3, B=2, T=7), dict(pad_id=1, B=4, T=3)]
 
     def run() -> str:
-        return each_case(one, cases)
+        message = each_case(one, cases)
+        off_the_cpu("the mask", on_meta(fn, torch.tensor(_PADDED_TOKENS[0]), 0), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)
 

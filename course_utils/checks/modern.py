@@ -10,7 +10,19 @@ from torch import Tensor
 
 from ..model.attention import expand_kv
 from ..model.positional import apply_rotary
-from ._core import NotYet, Verdict, backpropagates, call, differs, each_case, same, verdict, wrong_device
+from ._core import (
+    NotYet,
+    Verdict,
+    backpropagates,
+    call,
+    differs,
+    each_case,
+    off_the_cpu,
+    on_meta,
+    same,
+    verdict,
+    wrong_device,
+)
 from .positional import MIXED_LAYOUTS, PAIRINGS, frequency_mistakes, like, mixed_layouts
 
 __all__ = ["check_expand_kv", "check_gpt2_block_weights", "check_rotary_halves"]
@@ -74,9 +86,12 @@ def check_rotary_halves(fn: Callable[..., Any]) -> Verdict:
 
     def run() -> str:
         # theta 500, not 10000 first: a theta written into the function instead of read shows
-        return each_case(
+        message = each_case(
             one, [dict(T=7, d=8, start=5, theta=500.0, seed=0), dict(T=4, d=6, start=9, theta=10000.0, seed=1)]
         )
+        got = on_meta(fn, torch.randn(2, 3, 4, 8), torch.arange(3, 7), 500.0)  # the positions on the GPU too
+        off_the_cpu("the rotated tensor", got, getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)
 

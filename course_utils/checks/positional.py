@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ..model.positional import sinusoidal_encoding
-from ._core import NotYet, Verdict, any_device, backpropagates, call, each_case, same, verdict
+from ._core import NotYet, Verdict, any_device, backpropagates, call, each_case, off_the_cpu, on_meta, same, verdict
 
 __all__ = ["check_alibi_bias", "check_rotary_embedding", "check_sinusoidal_encoding"]
 
@@ -196,7 +196,9 @@ def check_rotary_embedding(fn: Callable[..., Any]) -> Verdict:
         return "rotary embedding is right: q_m . k_n depends on m - n only."
 
     def run() -> str:
-        return each_case(one, [dict(T=12, d=8, seed=0), dict(T=5, d=6, seed=1)])
+        message = each_case(one, [dict(T=12, d=8, seed=0), dict(T=5, d=6, seed=1)])
+        off_the_cpu("the rotated tensor", on_meta(fn, torch.randn(2, 3, 5, 8)), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._core import NotYet, Verdict, call, each_case, name_mistake, same, verdict, wrong_device
+from ._core import NotYet, Verdict, call, each_case, name_mistake, on_meta, same, verdict, wrong_device
 
 __all__ = ["check_beam_step", "check_bpe_segment", "check_ngram_matches"]
 
@@ -132,7 +132,13 @@ def check_beam_step(fn: Callable[..., Any]) -> Verdict:
         return "one step of beam search is right: the best K extensions of each sentence, with their parents."
 
     def run() -> str:
-        return each_case(one, [dict(B=3, K=4, V=7, seed=0), dict(B=2, K=3, V=11, seed=1)])
+        message = each_case(one, [dict(B=3, K=4, V=7, seed=0), dict(B=2, K=3, V=11, seed=1)])
+        g = torch.Generator().manual_seed(2)
+        scores, log_probs = -torch.rand(2, 3, generator=g), torch.randn(6, 5, generator=g).log_softmax(-1)
+        got = on_meta(fn, scores, log_probs)
+        if got is not None:  # on the GPU: every result on the inputs' device
+            _unpack(got, 2, 3, torch.device("meta"))
+        return message
 
     return verdict(run)
 

@@ -473,8 +473,8 @@ def my_rope(x):
     """
     ### BEGIN SOLUTION
     T, d_k = x.shape[-2], x.shape[-1]
-    pos = torch.arange(T, dtype=torch.float32)[:, None]  # (T, 1)
-    two_i = torch.arange(0, d_k, 2, dtype=torch.float32)  # (d_k / 2,): 2i
+    pos = torch.arange(T, dtype=torch.float32, device=x.device)[:, None]  # (T, 1), where x is (a GPU in Colab)
+    two_i = torch.arange(0, d_k, 2, dtype=torch.float32, device=x.device)  # (d_k / 2,): 2i
     angle = pos / 10000 ** (two_i / d_k)  # (T, d_k / 2): m * omega_i
     cos, sin = torch.cos(angle), torch.sin(angle)
     a, b = x[..., 0::2], x[..., 1::2]  # (B, n_heads, T, d_k / 2) each: the pairs' two features

@@ -400,7 +400,8 @@ def my_beam_step(scores, log_probs):
     V = log_probs.size(-1)
     candidates = (scores.reshape(B * K, 1) + log_probs).view(B, K * V)  # (B, K*V): every hypothesis x every token
     new_scores, index = candidates.topk(K, dim=-1)  # (B, K) each, best first
-    parent = (torch.arange(B)[:, None] * K + index // V).view(-1)  # (B*K,): rows of log_probs
+    offset = torch.arange(B, device=scores.device)[:, None] * K  # (B, 1): sentence b's first row, b*K
+    parent = (offset + index // V).view(-1)  # (B*K,): rows of log_probs
     return new_scores, parent, (index % V).view(-1)
     ### END SOLUTION
 

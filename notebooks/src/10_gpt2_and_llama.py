@@ -394,7 +394,8 @@ print(
 def my_rotary(x, positions, theta):
     ### BEGIN SOLUTION
     d = x.size(-1)
-    omega = theta ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,): arange already gives 2i
+    two_i = torch.arange(0, d, 2, dtype=torch.float32, device=x.device)  # (d/2,): arange already gives 2i
+    omega = theta ** (-two_i / d)  # (d/2,)
     angles = positions.float()[:, None] * omega  # (T, d/2)
     cos, sin = angles.cos(), angles.sin()
     a, b = x[..., : d // 2], x[..., d // 2 :]  # (B, h, T, d/2) each: pair i = (i, i + d/2)
