@@ -815,3 +815,37 @@ def test_greedy_generation_matches_hugging_face(family, use_cache, shape):
     assert torch.equal(got, expected)
     assert len(set(got[:, shape[1] :].flatten().tolist())) >= 4  # a varied continuation, not one token repeated
     assert not ours.training
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Past the context window: the course's models slide theirs, Hugging Face's do not (from_hf's docstring says so)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def hf_greedy(model, idx: Tensor, n: int) -> Tensor:
+    """Hugging Face's model, greedy, each step on the whole text so far (no window)."""
+    with torch.no_grad():
+        for _ in range(n):
+            idx = torch.cat([idx, model(idx).logits[:, -1:].argmax(-1)], dim=1)
+    return idx
+
+
+@pytest.mark.parametrize("make", [make_gpt2, make_llama], ids=["gpt2", "llama"])
+def test_greedy_text_is_the_same_up_to_the_window_and_the_course_slides_past_it(make):
+    hf = make(seed=3, scale=0.5)
+    ours = from_hf(hf)
+    assert ours.block_size == BLOCK  # n_positions or max_position_embeddings
+    prompt = tokens(B=1, T=6, seed=4)
+    fits = BLOCK - prompt.size(1)  # new tokens while the whole text fits the window
+    assert torch.equal(ours.generate(prompt, fits, temperature=0.0), hf_greedy(hf, prompt, fits))
+    longer = ours.generate(prompt, fits + 8, temperature=0.0)  # the window slides: the last BLOCK tokens are read
+    assert longer.shape == (1, BLOCK + 8) and torch.equal(longer[:, :BLOCK], hf_greedy(hf, prompt, fits))
+    if make is make_gpt2:  # GPT-2's position table ends at n_positions: reading BLOCK + 1 tokens, Hugging Face's fails
+        hf_greedy(hf, prompt, fits + 1)  # it reads BLOCK tokens to write token BLOCK + 1
+        with pytest.raises(IndexError):
+            hf_greedy(hf, prompt, fits + 2)
+    else:  # rotary angles have no table: Hugging Face's Llama goes on reading the whole text, the course's crops
+        theirs = hf_greedy(hf, prompt, fits + 8)
+        assert theirs.shape == longer.shape
+        with pytest.raises(ValueError, match="exceed block_size"):  # the forward pass itself refuses, never crops
+            ours(theirs)

@@ -169,6 +169,11 @@ def from_hf(model: nn.Module) -> GPT | Llama:
     ``LLAMA_NAMES``. The copy has the model's dtype, device and train/eval mode; it shares no tensor with it.
     Settings the course's classes do not have (another activation, scaled rotary angles, biases in Llama...)
     raise a ``ValueError`` that names them, rather than give a model that computes something else.
+
+    The context: ``block_size`` is ``n_positions`` (GPT-2) or ``max_position_embeddings`` (Llama). Past it the copy's
+    forward pass refuses the input and its ``generate`` slides its window over the last ``block_size`` tokens, where
+    Hugging Face's GPT-2 stops (its table of positions ends) and its Llama reads on (rotary angles have no table).
+    Greedy text is the same up to ``block_size`` tokens; past them the course's Llama may write other tokens.
     """
     config = getattr(model, "config", None)
     kind = getattr(config, "model_type", None)
