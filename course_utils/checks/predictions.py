@@ -236,12 +236,14 @@ QUESTIONS: dict[str, Question] = {
             "a": "The angles are the same, but they turn other pairs of dimensions: the weights were made for Hugging "
             "Face's layout, dimension i paired with i + d/2, and the other pairing turns dimensions together that "
             "were never paired.",
-            "b": "At position 0 every angle is 0 * omega_i = 0: both pairings leave the query and the key unturned, so "
-            "the first position (which sees only itself) computes exactly what Llama does.",
+            "b": "The first position is spared: under the causal mask its query sees one key, its own, which gets all "
+            "the weight (a softmax over one score is 1) whatever the rotation does to the query and the key, so its "
+            "output, and its logits, are Llama's.",
             "c": "Both pairings take and return (..., T, d_k) tensors: nothing fails, which is what makes this bug "
             "silent.",
-            "d": "Position 0 turns nothing, whatever the pairing, so the first position is untouched; from position 1 "
-            "on, the wrong pairs are turned and the attention scores, then the logits, change.",
+            "d": "The first query sees one key, its own (causal mask), and a softmax over one score gives it all the "
+            "weight whatever the rotation does, so the first position's output is Llama's; from position 1 on a "
+            "query weighs several keys, the wrong pairs change their scores, and the logits change.",
         },
     ),
 }

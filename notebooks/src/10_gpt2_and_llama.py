@@ -65,6 +65,7 @@ from course_utils import (
     SwiGLU,
     TrainConfig,
     apply_rotary,
+    causal_mask,
     count_parameters,
     estimate_loss,
     expand_kv,
@@ -391,11 +392,6 @@ print(
     "and agree once the dimensions are reordered:",
     torch.allclose(halves[..., order], apply_rotary(x[..., order], positions, pairing="interleaved"), atol=1e-6),
 )
-print(
-    "position 0 is not turned (both pairings):",
-    torch.equal(halves[..., 0, :], x[..., 0, :]),
-    torch.equal(interleaved[..., 0, :], x[..., 0, :]),
-)
 
 # %% [markdown]
 # So weights trained with one pairing do not work with the other, unless the rows of $W^Q$ and $W^K$ are reordered
@@ -539,6 +535,12 @@ with torch.no_grad():
 per_position = (wrong - reference).abs().amax(dim=(0, 2))  # (T,): the largest difference at each position
 print("largest logit difference at positions 0, 1, 2, 3:", [f"{d:.1e}" for d in per_position[:4].tolist()])
 assert per_position[0] < 1e-5 and (per_position[1:] > 1e-4).all()
+# why the first position is spared: under the causal mask its query sees one key, which takes all the weight,
+# whatever the scores are, so whatever the rotation does to them
+scores = torch.randn(4, 4, generator=torch.Generator().manual_seed(0)) * 10  # any scores at all
+first_row = scores.masked_fill(~causal_mask(4), float("-inf")).softmax(dim=-1)[0]
+print("the first query's attention weights, for any scores:", first_row.tolist())
+assert first_row.tolist() == [1.0, 0.0, 0.0, 0.0]
 
 # %% [markdown]
 # ## 7. What the modern choices buy
