@@ -15,6 +15,9 @@ Each exercise is reported as
 
 - ``pass``: the checker accepted the answer;
 - ``fail``: the checker rejected it (its message says why);
+- ``answered``: a prediction (``check_prediction[...]``) holds one of its letters, right or wrong: predictions are
+  graded as participation, since each wrong letter's explanation teaches the answer and a retry predicts nothing
+  (the message says whether the letter was right);
 - ``not attempted``: the function still raises ``NotImplementedError`` (or the prediction is still ``None``);
 - ``not run``: execution never reached the checker (an earlier cell crashed the kernel, or the notebook ran
   past its time limit).
@@ -52,7 +55,7 @@ __all__ = ["Report", "Result", "exercises", "grade", "main", "run_notebook"]
 # check_name( or check_name("question-id": a string literal as first argument names the question
 # check_prediction("question", ...) and check_diagnosis(function, "mystery") report one exercise per question
 CHECK_CALL = re.compile(r"^[ \t]*(check_\w+)\((?:\s*[\"']([\w-]+)[\"']|\s*\w+\s*,\s*[\"']([\w-]+)[\"'])?", re.MULTILINE)
-STATUSES = ("pass", "fail", "not attempted", "not run")
+STATUSES = ("pass", "fail", "answered", "not attempted", "not run")
 RELEASE = Path(__file__).resolve().parents[1] / "notebooks" / "student"  # in a checkout of the course
 VERDICT = "application/vnd.course-verdict+json"  # the MIME type of a verdict, as the grader's cells display it
 GRADER = "__course_grader__"  # the kernel-side grader, created by the graded notebook's first cell
@@ -567,7 +570,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{path}: {report.unreadable}", file=sys.stderr, flush=True)
             return report
         passed = sum(r.status == "pass" for r in report.results)
-        summary = f"{path}: {passed} of {len(report.results)} exercises passed ({time.perf_counter() - start:.0f} s)"
+        answered = sum(r.status == "answered" for r in report.results)
+        graded = len(report.results) - sum(r.exercise.startswith("check_prediction[") for r in report.results)
+        summary = f"{path}: {passed} of {graded} exercises passed"
+        if answered or graded < len(report.results):
+            summary += f", {answered} of {len(report.results) - graded} predictions answered"
+        summary += f" ({time.perf_counter() - start:.0f} s)"
         if report.errors:
             summary += f"; {len(report.errors)} cell(s) raised, the first: {report.errors[0]}"
         print(summary, file=sys.stderr, flush=True)

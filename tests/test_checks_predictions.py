@@ -34,3 +34,17 @@ def test_every_wrong_prediction_is_explained(question, capsys):
             assert q.why[answer] in out and "Run the next cell" in out
     ok, out = verdict(lambda a: check_prediction(question, None), None, capsys)
     assert not ok and "make your prediction first" in out
+
+
+def test_a_prediction_is_graded_as_participation(capsys):
+    """A letter, right or wrong, is 'answered' (its explanations teach the answer: a retry would predict nothing);
+    the verdict in the notebook still says which it was."""
+    question = "unscaled-scores"
+    q = QUESTIONS[question]
+    wrong = next(letter for letter in q.choices if letter != q.answer)
+    right_verdict, wrong_verdict = check_prediction(question, q.answer), check_prediction(question, wrong.upper())
+    assert right_verdict.status == wrong_verdict.status == "answered"
+    assert right_verdict and not wrong_verdict
+    assert check_prediction(question, "z").status == "fail"
+    assert check_prediction(question, None).status == "not attempted"
+    capsys.readouterr()

@@ -411,8 +411,8 @@ def name_mistake(got: object, expected: Tensor, mistakes: list[tuple[Tensor, str
 
 class Verdict:
     """The outcome of a check: ``bool(verdict)`` says whether it passed; ``.message`` says why; ``.exercise`` names the
-    exercise graded (``check_layer_norm``, ``check_prediction[scaling]``) and ``.status`` is ``pass``, ``fail`` or
-    ``not attempted``: the grader (``python -m course_utils.grade``) reads these."""
+    exercise graded (``check_layer_norm``, ``check_prediction[scaling]``) and ``.status`` is ``pass``, ``fail``,
+    ``not attempted`` or, for a prediction, ``answered``: the grader (``python -m course_utils.grade``) reads these."""
 
     def __init__(self, passed: bool, message: str, exercise: str = "", status: str | None = None) -> None:
         self.passed, self.message, self.exercise = passed, message, exercise

@@ -7,7 +7,9 @@ notebook it reads::
     my_prediction = None  # your answer here
     check_prediction("post-norm-warmup", my_prediction)  # your answer: "a", "b", "c" or "d"
 
-and the graders report it as the exercise ``check_prediction[post-norm-warmup]``.
+and the graders report it as the exercise ``check_prediction[post-norm-warmup]``: ``answered`` once it holds one of the
+letters, right or wrong (the verdict in the notebook says which, and why), since each explanation teaches the answer
+and a retried prediction predicts nothing; ``not attempted`` while it is None.
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ QUESTIONS: dict[str, Question] = {
         choices={
             "a": "longer than greedy's: a wider search finds the complete, longer translations greedy cuts short",
             "b": "about as long: the length is set by the source sentence, whatever the search",
-            "c": "shorter than greedy's",
+            "c": "shorter than greedy's: scored by their summed log-probability, whole hypotheses that end early win",
         },
         answer="c",
         why={
@@ -279,4 +281,8 @@ def check_prediction(question: str, answer: str | None) -> Verdict:
             after_right=" The next cell measures it.",
         )
 
-    return verdict(run, name=f"check_prediction[{question}]")
+    result = verdict(run, name=f"check_prediction[{question}]")
+    if answer is not None and str(answer).strip().lower().strip("()") in q.choices:
+        # Graded as participation: the explanations teach the answer, so a second try is no prediction.
+        result.status = "answered"
+    return result

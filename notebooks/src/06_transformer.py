@@ -331,7 +331,7 @@ loss_curve(
 )  # fmt: skip
 
 # %% [markdown]
-# The answer is (b). With label smoothing the loss cannot reach 0. At each position the target is the smoothed
+# Measured: with label smoothing the loss cannot reach 0. At each position the target is the smoothed
 # distribution $q$, and the cross-entropy $-\sum_c q_c \ln p_c$ is smallest when the model predicts $p = q$, where it
 # equals the entropy of $q$:
 #

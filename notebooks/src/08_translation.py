@@ -446,7 +446,7 @@ for a in alphas:
 #
 # - (a) longer than greedy's: a wider search finds the complete, longer translations greedy cuts short;
 # - (b) about as long: the length is set by the source sentence, whatever the search;
-# - (c) shorter than greedy's.
+# - (c) shorter than greedy's: scored by their summed log-probability, whole hypotheses that end early win.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
@@ -470,7 +470,7 @@ for name, outputs in (("greedy", greedy_few), ("beam 4, alpha 0", no_penalty), (
 assert mean_tokens(no_penalty) < mean_tokens(greedy_few) - 0.3
 
 # %% [markdown]
-# The answer is (c): without the penalty, beam search finds shorter translations than greedy decoding does. It is
+# Measured: without the penalty, beam search finds shorter translations than greedy decoding does. It is
 # a better search for the *most probable* sentence, and short sentences are probable: each extra token multiplies
 # in another probability below 1. Greedy decoding is protected from this only by its blindness. The length penalty
 # offsets that advantage; section 7 prints the lengths, in words, of greedy's and the penalised beam's
