@@ -27,7 +27,7 @@
 #
 # **Prerequisites:** chapters 01–07 (chapter 06 above all). **Time:** about 75 minutes. On a CPU this notebook
 # trains a small translator for well under a minute, then evaluates the one shipped with `course_utils`, which
-# its recipe trained for 72 minutes on a 2-core CPU.
+# its recipe trained for 72 minutes (evaluations aside) on a CPU.
 
 # %% [markdown]
 # ## Setup
@@ -138,8 +138,8 @@ print(f"{len(unseen) / len(test_words):.1%} of the test set's words never occur 
 # 4. *merge* the most frequent pair everywhere (`o g` → `og`), remember that merge, and go back to 3 until the
 #    vocabulary has the size asked for.
 #
-# Frequent words end up as one symbol; rare words are spelled with a few frequent fragments; and no word is ever
-# unknown, since every character is in the vocabulary. `pretokenize` does step 1, `merge_pair` the merge of step 4:
+# Frequent words end up as one symbol; rare words are spelled with a few frequent fragments; and a word is unknown
+# only if it holds a character never seen in training (`<unk>`; Multi30k's three splits have none, counted below). `pretokenize` does step 1, `merge_pair` the merge of step 4:
 
 # %%
 print(pretokenize("Zwei junge Männer, 3 Hunde."))
@@ -168,7 +168,8 @@ print(f"{len(counts):,} different pieces, {len(alphabet)} different characters")
 
 # %% [markdown]
 # The first merges are the commonest letter pairs of the two languages (`in`, `en`, `er`, `ch`) and word starts
-# (`▁a`, `▁s`); by the ninth, a whole word: German's `▁ein`.
+# (`▁a`, `▁s`; `▁a` is also the English article, the commonest word of these captions); by the ninth, German's
+# `▁ein`.
 #
 # `course_utils.learn_bpe(texts, vocab_size, min_frequency)` is the same loop with two
 # more rules: it stops when the vocabulary (4 special tokens, `<pad>`, `<bos>`, `<eos>` and `<unk>`, then the characters and
@@ -313,7 +314,7 @@ if not SKIP_TRAINING:
 # %% [markdown]
 # From a uniform guess to the shape of a caption in 250 steps. In the run saved here, midway the model writes the captions' commonest
 # words and repeats them ("a man in a man in a ..."); by the end most sentences have a subject and a verb
-# ("A man in a white shirt is sitting ..."), though they still repeat and invent. 250 steps do not teach the
+# ("A woman in a white shirt is sitting ..."), though they still repeat and invent. 250 steps do not teach the
 # content: compare with the references.
 #
 # Why does the training loss (grey) lie above the validation loss at both evaluations? Not because the validation
@@ -328,13 +329,14 @@ if not SKIP_TRAINING:
 # of 256 dimensions, 8 heads, feed-forward 512, post-norm as in the paper, dropout 0.1. The cell prints its whole
 # recipe. Against the paper's base model (6 + 6 layers of 512, $d_\text{ff} = 2048$, a 37,000-token vocabulary,
 # batches of about 25,000 tokens, 100,000 steps, the learning rate rising for 4,000 steps then falling as
-# $1/\sqrt{\text{step}}$): 29,000 sentence pairs are a thousand times fewer than WMT's 4.5 million, so everything is
+# $1/\sqrt{\text{step}}$): 29,000 sentence pairs are about 150 times fewer than WMT's 4.5 million, so everything is
 # smaller. The vocabulary has 4,000 tokens (section 2's BPE); batches hold 64 pairs; the learning rate peaks at
-# $10^{-3}$ after 600 warm-up steps, then falls along a cosine to 0 at
+# $10^{-3}$ after 600 warm-up steps, then falls along a cosine to a tenth of that at
 # step 7,000, about 15 passes over the training set; gradients are clipped at norm 1 (chapter 02). `python
 # tools/build_checkpoints.py multi30k_translator` trains it (on a CPU) and stores it in half precision. The other
-# numbers `describe()` prints are the BLEU scores recorded when it was built, which sections 6 and 7 explain and
-# measure again. Its training and validation loss during those 72 minutes:
+# numbers `describe()` prints are its validation loss and the BLEU scores recorded when it was built, which sections
+# 6 and 7 explain; section 7 measures the test scores again. Its training and validation loss during those 72
+# minutes of training:
 
 # %%
 print(pretrained.describe())
@@ -473,7 +475,7 @@ assert mean_tokens(no_penalty) < mean_tokens(greedy_few) - 0.3
 # Measured: without the penalty, beam search finds shorter translations than greedy decoding does. It is
 # a better search for the *most probable* sentence, and short sentences are probable: each extra token multiplies
 # in another probability below 1. Greedy decoding is protected from this only by its blindness. The length penalty
-# offsets that advantage; section 7 prints the lengths, in words, of greedy's and the penalised beam's
+# offsets that advantage; section 7 prints the lengths, in 13a tokens, of greedy's and the penalised beam's
 # translations of the whole test set.
 #
 # Why did validation pick $\alpha = 2.0$, when the Transformer paper used 0.6 (with beams of 4)? How strongly short
@@ -689,8 +691,8 @@ for _, i in gains[:3]:
 # penalised score is the higher (asserted), but that is not guaranteed: at each step the search keeps the $K$
 # prefixes with the best log-probability, and the penalty ranks only the $K$ kept at the end, so greedy's translation
 # can fall out of the beam although its penalised score is better. The next cell counts how often that happens among
-# the translations beam search changes, and splits section 7's BLEU into its two factors, the brevity penalty and the
-# n-gram precisions:
+# the translations beam search changes, each text scored as the tokenizer splits it (as the cell above scores), and
+# splits section 7's BLEU into its two factors, the brevity penalty and the n-gram precisions:
 
 # %%
 greedy_better = sum(
@@ -701,16 +703,18 @@ greedy_better = sum(
 print(f"of the {changed} translations beam search changes, greedy's has the better penalised score in {greedy_better}")
 for name, score in detail.items():
     print(f"{name:>7}: BLEU {score.score:.2f} = brevity penalty {score.bp:.3f} x {score.score / score.bp:.2f} "
-          f"(output {score.sys_len:,} words for the references' {score.ref_len:,})")  # fmt: skip
+          f"(output {score.sys_len:,} 13a tokens for the references' {score.ref_len:,})")  # fmt: skip
 greedy_score, beam_score = detail.values()
 assert 0 < greedy_better < changed / 10  # it happens, rarely
 assert greedy_score.sys_len < beam_score.sys_len <= beam_score.ref_len  # greedy's shorter, the beam's closer
 assert abs(beam_score.score / beam_score.bp - greedy_score.score / greedy_score.bp) < 0.5  # the n-gram part
 
 # %% [markdown]
-# Beam search changes about half of the translations, and in a few of them it returns one with a worse penalised
-# score than greedy's: this beam prunes by log-probability, as many implementations do; Wu et al.'s comparison of
-# finished hypotheses by their penalised score during the search would avoid it. And its gain over the whole test
+# Beam search changes about half of the translations, and in a few of them it returns a text with a worse penalised
+# score than greedy's. The pruning by log-probability allows it, as in many implementations (Wu et al. compare
+# finished hypotheses by their penalised score during the search); the count is of texts, though, scored in the
+# tokenizer's own split, and the model now and then writes a word in another split, which it scores otherwise, so
+# the count does not tell the two causes apart. And its gain over the whole test
 # set comes from the brevity penalty: greedy's translations are shorter than the references, the beam's, ranked with
 # the length penalty, are closer to their length, while the part of BLEU that counts matching n-grams is about the
 # same for both (printed). Here the length penalty, not a more accurate search, is what beam search buys.
@@ -818,7 +822,7 @@ attention_chart(weights[-1], read, written, head_names=[f"layer {len(weights)}, 
 # %% [markdown]
 # The same alignment as text: for each row of the last layer (heads averaged), the German subword it reads most.
 # The second sentence ends in a word the model does not know. "Iglu" occurs in two training sentences; byte-pair
-# encoding spells it from four fragments, so nothing is unknown to the model, but nothing tells it what the word
+# encoding spells it from four fragments, so no token of it is unknown to the model, but nothing tells it what the word
 # means either:
 
 # %%
@@ -874,7 +878,7 @@ for sentence, translation in zip(my_sentences, translate(model, tokenizer, my_se
 # ## Summary
 #
 # - Byte-pair encoding learns a subword vocabulary by merging the most frequent adjacent pair again and again:
-#   common words become one token, rare ones are spelled from fragments, nothing is unknown. The course's version
+#   common words become one token, rare ones are spelled from fragments, and only an unseen character is unknown. The course's version
 #   learns exactly the merges of Hugging Face's trainer; the library is the fast way.
 # - One vocabulary for both languages lets one matrix embed source and target words and project back to words.
 # - Beam search keeps the $K$ best prefixes; with a length penalty it beats greedy decoding here by the margin
@@ -890,7 +894,7 @@ for sentence, translation in zip(my_sentences, translate(model, tokenizer, my_se
 # {{EXERCISES}}
 #
 # **Exercise 1: encoding by rank.** The simplest way to encode a word is to replay every merge, in the order
-# learned: with 4,000 merges that is 4,000 passes over each word, most of them finding nothing. Tokenizers in
+# learned: with 3,894 merges that is 3,894 passes over each word, most of them finding nothing. Tokenizers in
 # practice (GPT-2's, Hugging Face's, and `BPETokenizer.segment`) do it the other way round: give each merge its *rank* (its position in the list), then, again and
 # again, look at the adjacent pairs the word has *now*, merge every occurrence of the one with the lowest rank, and
 # stop when no adjacent pair is a merge. Write `my_bpe_segment(piece, merges)` that way: a piece (e.g.
@@ -948,7 +952,7 @@ check_ngram_matches(my_ngram_matches)
 # **Going further.** Learn a vocabulary four times smaller, and one twice as large, and compare the token counts
 # per sentence. Or
 # translate the other way: the corpus is parallel, so swapping each pair makes an English→German task, and
-# `train_translator` trains it (the shipped recipe took 72 minutes on a 2-core CPU).
+# `train_translator` trains it (the shipped recipe took 72 minutes of training, evaluations aside, on a CPU).
 #
 # Next, [chapter 09](09_bug_lab.ipynb): the classic bugs of from-scratch Transformers, trained on the course's
 # tasks, and the probes that catch them.

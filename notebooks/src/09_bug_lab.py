@@ -8,9 +8,10 @@
 #
 # Most Transformer bugs raise no error. The code runs, the loss falls, and the model is quietly wrong. Each
 # chapter so far named a few such mistakes in its pitfall table; this chapter makes them the lesson. For each of
-# twelve classic bugs you will see the buggy code, written as it is found in public code; what it does to a model
-# trained for a few seconds on a task of this course, measured; the **probe** that catches it without reading the
-# code; and the fix. Then four mystery modules, each with a bug this chapter does not name, are yours to diagnose.
+# twelve classic bugs you will see the buggy code, written as it is found in public code; for most, what it does to
+# a model trained for a few seconds on a task of this course, measured, and the **probe** that catches it without
+# reading the code; and the fix. Then four mystery modules are yours to diagnose: what, if anything, is wrong with
+# each, with no section of its own to read the answer from.
 #
 # **You will learn**
 # - what each classic bug does to training, to the loss and to the model's outputs, measured rather than assumed;
@@ -95,7 +96,7 @@ tok = CharTokenizer.from_texts(["abcdefghij"])  # 10 letters and <pad>, <bos>, <
 train_pairs, test_pairs = reversal_pairs(20000, length=8, seed=0), reversal_pairs(200, length=8, seed=1)
 
 
-SEEDS = (0, 1, 2)  # where bugs are compared by training: one run is an anecdote, three seeds of model and batches
+SEEDS = (0, 1, 2)  # bugs 1, 7 and 11 compare by training over seeds of model and batches: one run is an anecdote
 
 
 def reverser(d_model=32, n_heads=2, dropout=0.0, cls=Transformer, seed=0):
@@ -238,8 +239,7 @@ assert max(table_runs["2i twice", s][1] for s in SEEDS) <= min(table_runs["corre
 #
 # ## Bug 2 · No causal mask in a decoder-only language model
 #
-# A GPT block whose attention forgets the causal mask: each position reads the whole window, including the
-# character it must predict. A one-layer GPT (`d_model` 48, context 16) on Tiny Shakespeare, 300 steps each way:
+# A GPT block whose attention forgets the causal mask. A one-layer GPT (`d_model` 48, context 16) on Tiny Shakespeare, 300 steps each way:
 
 
 # %%
@@ -292,9 +292,9 @@ assert gpt_loss["no mask"]["val"] < gpt_loss["causal"]["val"] - 0.5
 
 # %% [markdown]
 # In this run the model without a mask reaches a far lower loss, on the validation text too (asserted), and writes
-# garbage (the samples above): in training
-# it learned to copy the next character from the position that holds it, and in generation that position does not
-# exist yet. A low loss proves nothing until the model is shown to be causal. **The probe**: `causality_probe`
+# garbage (the samples above): each position read the whole window, the character it must predict included, so in
+# training it learned to copy the next character from the position that holds it, and in generation that position
+# does not exist yet. A low loss proves nothing until the model is shown to be causal. **The probe**: `causality_probe`
 # changes each later token in turn and measures how far every earlier output moves; `detail` is the matrix of
 # those changes, zero above the diagonal in a causal model.
 
@@ -514,7 +514,7 @@ assert abs(head_runs["probabilities"][0] - floor) < 0.05 and head_runs["probabil
 
 # %% [markdown]
 # - **`log_softmax` without `dim`** normalises over the batch (PyTorch warns that an implicit choice is deprecated, without
-#   saying which axis it took). The model trains, worse, and its prediction for one string depends on the others in the batch: decoded alone, every position's
+#   saying which axis it took). In this run the model trains, worse, and its prediction for one string depends on the others in the batch: decoded alone, every position's
 #   log-probabilities are $0$ and the argmax picks token 0 (`<pad>`), so nothing comes out right.
 # - **Log-probabilities into `F.cross_entropy`** change nothing: $\operatorname{log\,softmax}$ subtracts the
 #   log-sum-exp, and that of log-probabilities is $\log 1 = 0$. The training loss equals the correct run's to the
@@ -881,28 +881,28 @@ assert len(set(runs["eval mode"])) == 1 and max(runs["training mode"]) < runs["e
 assert len(set(runs["training mode"])) > 1
 
 # %% [markdown]
-# In training mode the same loop gives a different answer each run, and a worse one (both asserted). **The probe**: every probe
-# first runs the model twice on the same input; if the outputs differ, it reports dropout instead of measuring
-# noise. **Fix**: `model.eval()` before evaluating or generating (`greedy_decode`, `beam_search` and
+# In training mode the same loop gives a different answer each run, and a worse one (both asserted). **The probe**:
+# every probe that runs a model (all but `output_probe`, which reads outputs already computed) first runs it twice on
+# the same input; if the outputs differ, it reports dropout instead of measuring noise. **Fix**: `model.eval()` before evaluating or generating (`greedy_decode`, `beam_search` and
 # `GPT.generate` do it themselves), and `model.train()` before training again.
 #
 # ## The probes in one table
 #
 # | Probe | What it does | Catches |
 # | --- | --- | --- |
-# | `causality_probe(fn, ids, V)` | changes each later token, measures earlier outputs | bugs 2, 3, 8; an off-by-one triangle |
-# | `equality_probe(ours, ref, *inputs)` | largest difference from a reference, and its pattern | bugs 1, 4, 7, 8, 10 |
-# | `padding_probe(fn, ids, pad_id)` | appends padding, measures the real positions | bug 9; pooling over padding |
+# | `causality_probe(fn, ids, V)` | changes each later token, measures earlier outputs | bugs 2, 3, 8 |
+# | `equality_probe(ours, ref, *inputs)` | largest difference from a reference, and its pattern | bugs 1, 4, 7, 10 |
+# | `padding_probe(fn, ids, pad_id)` | appends padding, measures the real positions | bug 9 |
 # | `position_probe(fn, ids)` | permutes the input, compares with new tokens | bug 11; a missing encoding |
 # | `batch_probe(fn, inputs)` | each example alone against the batch | bug 5 (no `dim`) |
 # | `output_probe(outputs)` | logits, log-probabilities or probabilities, and along which axis | bug 5 |
-# | every probe | runs twice first | bug 12 |
+# | every probe that runs a model | runs it twice first | bug 12 |
 #
 # ## Exercises
 #
 # {{EXERCISES}}
 #
-# **Exercises 1–4: find the bug.** Each mystery module below has one bug, not quite one this chapter showed. For
+# **Exercises 1–4: find the bug.** Each mystery module below may hide a bug, not quite one this chapter showed. For
 # each, write `diagnose_a()` (and so on): run the probes you choose on the mystery (choosing is half the
 # diagnosis), print what you measure (your evidence: the checker grades only the letter), and return your
 # diagnosis, one letter of the choices printed below. The
@@ -1012,10 +1012,12 @@ check_diagnosis(diagnose_d, "D")
 # %% [markdown]
 # ## Summary
 #
-# - The classic bugs are silent: a missing or flipped mask, queries from the wrong side, an encoding with 2i
-#   applied twice, a drowned one, a head normalised along the wrong axis, dropout at inference. The code runs and the loss falls.
-# - A low training loss is not evidence: the leaky GPT's loss is far below the correct one's, and the reverser whose
-#   queries came from the encoder matched the correct one's loss while reversing nothing.
+# - The classic bugs are silent in the settings shown: a missing mask, queries from the wrong side (with source and
+#   target of equal length; otherwise the shapes fail), an encoding with 2i applied twice, a drowned one, a head
+#   normalised along the wrong axis, dropout at inference. The code runs and, in this chapter's runs, the loss falls;
+#   a flipped mask announces itself only as a row of NaN.
+# - A low training loss is not evidence: in this chapter's runs the leaky GPT's loss is far below the correct one's,
+#   and the reverser whose queries came from the encoder matched the correct one's loss while reversing nothing.
 # - Each bug breaks a property that a correct model has: causality, equality with PyTorch's module, independence
 #   from padding and from the rest of the batch, sensitivity to order, determinism in eval mode. A probe measures
 #   the property, so it finds the bug without reading the code.
