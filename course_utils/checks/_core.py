@@ -92,8 +92,9 @@ def on_meta(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def off_the_cpu(what: str, got: object, name: str) -> None:
-    """Raise ``NotYet`` if ``got``, the answer's result for inputs on the meta device, is a tensor left on the CPU."""
-    if isinstance(got, Tensor) and got.device.type == "cpu":
+    """Raise ``NotYet`` if ``got``, the answer's result for inputs on the meta device, is (or holds) a tensor left on
+    the CPU."""
+    if any(t.device.type == "cpu" for _, t in _tensors(got, what)):
         raise NotYet(
             f"with its inputs on a GPU (here PyTorch's meta device, which stands in for one), {name} returns {what} "
             "on the CPU: a tensor made without device= is made there; create new tensors on the inputs' device, "

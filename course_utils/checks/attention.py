@@ -447,6 +447,7 @@ def check_attention_with_bias(fn: Callable[..., Any]) -> Verdict:
             what="the attention output",
             reference=lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b),
         )
+        off_the_cpu("the output", on_meta(fn, q, k, v, bias), getattr(fn, "__name__", "it"))
         return message
 
     return verdict(run)
@@ -582,6 +583,7 @@ def check_grouped_query_attention(fn: Callable[..., Any]) -> Verdict:
             return scaled_dot_product_attention(q, expand_kv(k, n), expand_kv(v, n))[0]
 
         backpropagates(fn, q, k, v, what="the grouped-query attention output", reference=grouped)
+        off_the_cpu("the output", on_meta(fn, q, k, v), getattr(fn, "__name__", "it"))
         return message
 
     return verdict(run)

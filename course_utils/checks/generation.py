@@ -22,6 +22,8 @@ from ._core import (
     each_case,
     name_mistake,
     not_called,
+    off_the_cpu,
+    on_meta,
     same,
     verdict,
 )
@@ -160,6 +162,10 @@ def check_kv_cache_step(fn: Callable[..., Any]) -> Verdict:
         return "key/value cache step is right: it matches F.scaled_dot_product_attention over the grown cache."
 
     def run() -> str:
-        return each_case(one, [dict(B=2, h=3, d_k=4, seed=0), dict(B=1, h=2, d_k=8, seed=1)])
+        message = each_case(one, [dict(B=2, h=3, d_k=4, seed=0), dict(B=1, h=2, d_k=8, seed=1)])
+        cache = [torch.randn(1, 2, 3, 4) for _ in range(2)]  # (B, h, T, d_k): keys, values
+        new = [torch.randn(1, 2, 1, 4) for _ in range(3)]  # the new token's query, key, value
+        off_the_cpu("a result", on_meta(fn, *cache, *new), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)

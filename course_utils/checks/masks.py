@@ -317,6 +317,9 @@ def check_masked_mean(fn: Callable[..., Any]) -> Verdict:
     cases = [dict(B=3, T=5, d=4, seed=0), dict(B=2, T=7, d=3, seed=1), dict(B=4, T=3, d=5, seed=2)]
 
     def run() -> str:
-        return each_case(one, cases)
+        message = each_case(one, cases)
+        mask = torch.tensor([[c == "1" for c in row] for row in _MEAN_MASKS[3, 5]])
+        off_the_cpu("the mean", on_meta(fn, torch.randn(3, 5, 4), mask), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)

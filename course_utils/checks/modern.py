@@ -135,7 +135,9 @@ def check_expand_kv(fn: Callable[..., Any]) -> Verdict:
 
     def run() -> str:
         cases = [dict(B=2, g=3, n_rep=2, seed=0), dict(B=2, g=3, n_rep=1, seed=0), dict(B=1, g=2, n_rep=3, seed=1)]
-        return each_case(one, cases)
+        message = each_case(one, cases)
+        off_the_cpu("the expanded tensor", on_meta(fn, torch.randn(2, 3, 4, 5), 2), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)
 
