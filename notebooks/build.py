@@ -147,6 +147,9 @@ def check_markers(source: str, exercise: bool, where: str) -> None:
 
 
 ANSWER_STUB = re.compile(r"^\w+ = None  # your answer here$", re.MULTILINE)
+# The student edition's cell after a prediction, folded (JupyterLab) or shown as a form (Colab) under this title: its
+# code asserts what it measures, which would answer the prediction before it is made.
+MEASUREMENT_TITLE = "# @title The measurement: run it once your prediction is in (its code shows the answer)"
 EXERCISE_PROMPT = "# ✏️ Exercise: write the code where it says `raise NotImplementedError`, then run this cell."
 PREDICT_PROMPT = "# ✏️ Predict, then run: replace None with your answer, run this cell, then the next one."
 
@@ -192,6 +195,7 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
     stamps = placeholders(name, edition)
     text = jupytext.read(src, fmt="py:percent")
     nb = nbformat.v4.new_notebook()
+    measurement_next = False  # the code cell after a prediction measures its answer
     for cell in text.cells:
         source = cell.source
         for key, value in stamps.items():
@@ -211,6 +215,9 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
                 source = student_version(source)
                 prompt = PREDICT_PROMPT if ANSWER_STUB.search(source) else EXERCISE_PROMPT
                 source = f"{prompt}\n{source}"
+            elif measurement_next and edition == "student":  # its asserts would give the answer away: folded
+                source = f"{MEASUREMENT_TITLE}\n{source}"
+                meta = {**meta, "jupyter": {"source_hidden": True}, "cellView": "form"}  # JupyterLab's, Colab's
             elif exercise:
                 folded = {"source_hidden": True}  # folded: the solution shows on request
                 if "check_prediction(" in source:  # and a prediction's verdict, which names the answer, too: so that
@@ -219,6 +226,7 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
                     )
                 meta = {**meta, "jupyter": folded}
             nb.cells.append(nbformat.v4.new_code_cell(source, metadata=meta))
+            measurement_next = exercise and "check_prediction(" in source
     for index, cell in enumerate(nb.cells):
         cell.id = hashlib.sha1(f"{name}-{index}".encode()).hexdigest()[:8]  # stable ids: quiet diffs
     notebook_meta = {k: v for k, v in text.metadata.items() if k in NOTEBOOK_METADATA}

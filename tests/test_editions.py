@@ -96,3 +96,15 @@ def test_a_predictions_verdict_is_folded_in_the_complete_edition(name):
     assert predictions
     for cell in predictions:
         assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True, cell.source[:80]
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_the_measurement_after_a_prediction_is_folded_in_the_student_edition(name):
+    """The cell after a prediction asserts what it measures, which answers the prediction: in the student edition its
+    code is folded (JupyterLab) and shown as a titled form (Colab), so the question is answered before it is read."""
+    cells = [c for c in nbformat.read(NOTEBOOKS / "student" / name, as_version=4).cells if c.cell_type == "code"]
+    after = [cells[i + 1] for i, c in enumerate(cells[:-1]) if "check_prediction(" in c.source]
+    assert after
+    for cell in after:
+        assert cell.metadata.get("jupyter", {}).get("source_hidden") is True and cell.metadata.get("cellView") == "form"
+        assert cell.source.startswith("# @title The measurement"), cell.source[:80]
