@@ -223,7 +223,7 @@ except RuntimeError as error:
 # %% [markdown]
 # The non-square weights do not even fit: `c_attn` is `(64, 192)`, and splitting it along its first dimension cuts
 # 64 rows in three. The square one, `attn.c_proj` `(64, 64)`, would have loaded silently, transposed the wrong way:
-# that is the dangerous case. **Transpose every `Conv1D` weight** (`from_hf` finds them by their module type):
+# that is the dangerous case. **Transpose every `Conv1D` weight** (found by their module type, as the loader below does):
 
 # %%
 conv1d = {f"{name}.weight" for name, module in hf_gpt2.named_modules() if type(module).__name__ == "Conv1D"}
@@ -274,7 +274,7 @@ assert tanh_gap < 1e-5
 # $\epsilon$ would be further off (the cell measures the last one). **Greedy text** proves something else: the
 # course's `generate`, through its KV cache, writes what Hugging Face's `generate` (with its own cache) writes.
 # Text alone proves little about the weights: §3's copy with the exact GELU, $10^{-3}$ off in its logits, writes the
-# same 40 tokens here (printed): so small a gap rarely changes which token is the most likely.
+# same 40 tokens here (printed): on these two prompts so small a gap changed none of the 80 greedy choices.
 
 # %%
 set_seed(1)
@@ -342,8 +342,9 @@ else:
 # ## 6. A Llama-style model, piece by piece
 #
 # Llama (Touvron et al. 2023) keeps GPT's layout, a stack of pre-norm decoder blocks, and changes almost every part
-# inside it. Chapters 02 to 04 met most of them as exercises; `course_utils` now has each as a module, shown equal
-# to a reference below:
+# inside it. Chapters 02 to 04 met most of them as exercises; `course_utils` now has each as a module. RMSNorm and
+# SwiGLU are shown equal to Llama's own modules below, rotary positions and grouped-query attention through the
+# whole-model proof that follows them:
 #
 # | | GPT / GPT-2 | Llama |
 # | --- | --- | --- |
@@ -394,8 +395,8 @@ print(
 )
 
 # %% [markdown]
-# So weights trained with one pairing do not work with the other, unless the rows of $W^Q$ and $W^K$ are reordered
-# to match: converting Meta's checkpoints to Hugging Face's format does exactly that.
+# Converting Meta's checkpoints to Hugging Face's format reorders the rows of $W^Q$ and $W^K$ in just this way, so
+# that the halves pairing computes what Meta's model computed with neighbours.
 #
 # **Your turn: rotary embeddings, Llama's way.** Write `my_rotary(x, positions, theta)`: `x` of shape
 # `(B, h, T, d)`, `positions` of shape `(T,)` (after a KV cache they do not start at 0), and `theta` the base of the
@@ -428,7 +429,8 @@ check_rotary_halves(my_rotary)
 #
 # The gate decides, feature by feature and token by token, how much of the up-projection passes. Three matrices of
 # width $d_\text{ff}$ hold as many weights as GPT's two of width $4\,d_\text{model}$ when $d_\text{ff} =
-# \tfrac{8}{3}\,d_\text{model}$, Llama's choice (rounded). Equal to Llama's `LlamaMLP`:
+# \tfrac{8}{3}\,d_\text{model}$, Llama's choice, rounded up (here $\tfrac{8}{3} \times 64 \approx 171$, so 176).
+# Equal to Llama's `LlamaMLP`:
 
 # %%
 llama_config = transformers.LlamaConfig(  # rotary base and RMSNorm epsilon not the defaults: the proof below reads them
@@ -643,8 +645,8 @@ assert rows[2048][3] < 2.5 * rows[1024][3] and rows[2048][1] > 3.5 * rows[1024][
 assert rows[2048][2] < rows[2048][0]  # fused is faster at the longest context
 
 # %% [markdown]
-# The readable path holds several `(h, T, T)` matrices at once (the scores, the masked scores, the weights): its
-# memory grows four-fold each time $T$ doubles (asserted). What the fused kernel returns grows in proportion to $T$;
+# The readable path holds several `(h, T, T)` matrices at once (the masked scores, their softmax, the weights): its
+# memory grows four-fold each time $T$ doubles (printed; asserted above 3.5-fold from 1,024 to 2,048). What the fused kernel returns grows in proportion to $T$;
 # on a GPU, where its own memory is counted too, it holds a small fraction of the readable path's (asserted there).
 # In this run the fused kernel was also the faster one (asserted at the longest context only: timings vary from run
 # to run), in part because a causal kernel skips the blocks above the diagonal, about half the work, where the
@@ -719,7 +721,7 @@ assert max(val_loss["Llama-style"]) < min(val_loss["GPT"])  # no seed of one ove
 assert max(val_loss["Llama-style"]) < min(val_loss["Llama, learned"])  # rotary against the table, same model
 assert means["GPT"] - means["Llama, learned"] < (means["GPT"] - means["Llama-style"]) / 4  # most of the gap
 step_time = {name: statistics.median(s) for name, s in seconds.items()}
-if device.type == "cpu":  # the Llama-style step costs more time: three SwiGLU matrices and the rotation
+if device.type == "cpu":  # the Llama-style step takes more time (what makes it so is not measured here)
     assert step_time["Llama-style"] > step_time["GPT"]
 
 # %% [markdown]
@@ -729,8 +731,9 @@ if device.type == "cpu":  # the Llama-style step costs more time: three SwiGLU m
 # position table instead of rotary angles, the same Llama-style model lands near the GPT, every seed above the
 # rotary model's (asserted; less than a quarter of the gap is left, asserted). A learned table starts random and
 # must learn what every position means, while rotary embeddings give attention the distance between two characters
-# from the first step. On the CPU the Llama-style step is also the slower one (printed and asserted: SwiGLU's three
-# matrices and the rotation cost more than GPT's two matrices at this size). This is a comparison at 200 steps of a tiny model on
+# from the first step. On the CPU the Llama-style step is also the slower one (printed and asserted); where its time
+# goes is not measured here (candidates: SwiGLU's third matrix, the rotation, three separate projections where the
+# GPT packs them into one product, RMSNorm's several operations). This is a comparison at 200 steps of a tiny model on
 # characters; it says nothing about which recipe wins at scale, where the choices were made for cost (the cache, no
 # biases) as much as for loss.
 #
@@ -753,8 +756,9 @@ if device.type == "cpu":  # the Llama-style step costs more time: three SwiGLU m
 # - Llama changes the parts, not the layout: RMSNorm, rotary positions (paired $i$ with $i + d_k/2$ in Hugging
 #   Face's code), SwiGLU, grouped-query attention, no biases, an untied head. `from_hf` copies it too, proven the same
 #   way.
-# - Grouped-query attention divides the KV cache by $h/g$ (formula asserted); the fused attention kernel never holds
-#   the $T \times T$ matrix; at equal size the Llama-style model reached a lower loss in this run's three seeds, most
+# - Grouped-query attention divides the KV cache by $h/g$ (formula asserted); the fused attention kernel is built
+#   never to hold the $T \times T$ matrix (a CPU run measures only what it returns, a GPU run all it holds); at equal
+#   size the Llama-style model reached a lower loss in this run's three seeds, most
 #   of it from its rotary positions.
 #
 # ## Exercises
@@ -808,8 +812,8 @@ def my_gpt2_block_state(block_state):
 check_gpt2_block_weights(my_gpt2_block_state)
 
 # %% [markdown]
-# **Going further.** Load the released `gpt2` on Colab (section 5) and sample from it with `temperature=0.8` and
-# `top_k=40`, the settings of chapter 07; then take `"gpt2-medium"` and compare. Or copy a small Llama-family model
+# **Going further.** Load the released `gpt2` on Colab (section 5) and sample from it with `temperature=0.8`
+# (chapter 07's) and `top_k=40`; then take `"gpt2-medium"` and compare. Or copy a small Llama-family model
 # from the hub (`HuggingFaceTB/SmolLM2-135M` is one) with `from_hf`: which settings of its configuration does
 # `from_hf` check, and what would it say if one did not fit?
 #
