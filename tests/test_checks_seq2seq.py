@@ -149,7 +149,7 @@ def test_decoder_layer_answers(fn, expected, capsys):
 
 
 def prefix_solution(prefix_len, size):  # the notebook's solution
-    j = torch.arange(size)  # key positions
+    j = torch.arange(size, device=prefix_len.device)  # key positions
     in_prefix = j < prefix_len[:, None, None]  # (B, 1, T): key j lies in the prefix, for every query
     causal = j[None, :] <= j[:, None]  # (T, T): key j <= query i
     return (causal | in_prefix)[:, None]  # (B, T, T) -> (B, 1, T, T)
@@ -201,12 +201,23 @@ def prefix_in_place(prefix_len, size):
     return (causal_mask(size) | (j <= prefix_len[:, None, None]))[:, None]
 
 
+def prefix_without_device(prefix_len, size):
+    """The notebook's solution with its positions made on the CPU, whatever prefix_len's device."""
+    j = torch.arange(size)
+    return ((j[None, :] <= j[:, None]) | (j < prefix_len[:, None, None]))[:, None]
+
+
 PREFIX_ANSWERS = [
     pytest.param(prefix_solution, None, id="right: the notebook's solution"),
     pytest.param(prefix_loops, None, id="right: three loops"),
     pytest.param(prefix_blocks, None, id="right: tril, then the prefix square"),
     pytest.param(prefix_both_in_prefix, None, id="right: causal | (query and key in the prefix)"),
     pytest.param(lambda p, size: ~prefix_solution(p, size), "inverted", id="wrong: inverted"),
+    pytest.param(
+        prefix_without_device,
+        "A tensor made without device= is made on the CPU",
+        id="wrong: arange without device= (right on the CPU)",
+    ),
     pytest.param(lambda p, size: prefix_mask(p, size, shift=1), "off by one", id="wrong: j <= P"),
     pytest.param(lambda p, size: prefix_mask(p, size, shift=-1), "off by one", id="wrong: j < P - 1"),
     pytest.param(prefix_query_axis, "sees the future beyond it", id="wrong: the prefix on the query axis"),
@@ -531,8 +542,8 @@ def test_decoder_layer_calling_the_layer_itself_is_named(capsys):
 
 
 def prefix_lm(prefix_len, size, shift=0):
-    j = torch.arange(size)
-    return (causal_mask(size) | (j < (prefix_len + shift)[:, None, None]))[:, None]
+    j = torch.arange(size, device=prefix_len.device)
+    return (causal_mask(size, prefix_len.device) | (j < (prefix_len + shift)[:, None, None]))[:, None]
 
 
 def test_prefix_lm_mask_reference_passes(capsys):

@@ -25,6 +25,8 @@ from ._core import (
     each_case,
     name_mistake,
     not_called,
+    off_the_cpu,
+    on_meta,
     same,
     same_gradients,
     verdict,
@@ -284,7 +286,9 @@ def check_prefix_lm_mask(fn: Callable[..., Any]) -> Verdict:
 
     def run() -> str:
         first = dict(prefix_len=[3, 0, 6, 1], size=6)
-        return each_case(one, [first, dict(first, size=8), dict(first, prefix_len=[2, 5, 4])])
+        message = each_case(one, [first, dict(first, size=8), dict(first, prefix_len=[2, 5, 4])])
+        off_the_cpu("the mask", on_meta(fn, torch.tensor([3, 0, 6, 1]), 6), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)
 

@@ -487,7 +487,7 @@ attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="
 # %% tags=["exercise"]
 def my_prefix_lm_mask(prefix_len, size):
     ### BEGIN SOLUTION
-    j = torch.arange(size)  # key positions
+    j = torch.arange(size, device=prefix_len.device)  # key positions, where the lengths are (a GPU in Colab)
     in_prefix = j < prefix_len[:, None, None]  # (B, 1, T): key j lies in the prefix, for every query
     causal = j[None, :] <= j[:, None]  # (T, T): key j <= query i
     return (causal | in_prefix)[:, None]  # (B, T, T) -> (B, 1, T, T)
