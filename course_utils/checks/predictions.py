@@ -251,6 +251,11 @@ QUESTIONS: dict[str, Question] = {
 }
 
 
+def _letter(answer: object) -> str:
+    """A letter as a student may write it: "C", "(c)", " c " -> "c"."""
+    return str(answer).strip().lower().strip("()")
+
+
 def judge(q: Question, answer: object, unanswered: str, after_wrong: str = "", after_right: str = "") -> str:
     """The verdict on a multiple-choice ``answer`` (a letter, in any case, with or without parentheses): the
     explanation of the choice, raised as ``NotYet`` unless it is the answer. ``unanswered`` (with ``{letters}``)
@@ -258,7 +263,7 @@ def judge(q: Question, answer: object, unanswered: str, after_wrong: str = "", a
     letters = ", ".join(f'"{letter}"' for letter in q.choices)
     if answer is None:
         raise NotWritten(unanswered.format(letters=letters))
-    choice = str(answer).strip().lower().strip("()")
+    choice = _letter(answer)
     if choice not in q.choices:
         raise NotYet(f"{answer!r} is not one of the choices: answer with one of {letters}.")
     if choice != q.answer:
@@ -282,7 +287,7 @@ def check_prediction(question: str, answer: str | None) -> Verdict:
         )
 
     result = verdict(run, name=f"check_prediction[{question}]")
-    if answer is not None and str(answer).strip().lower().strip("()") in q.choices:
+    if answer is not None and _letter(answer) in q.choices:
         # Graded as participation: the explanations teach the answer, so a second try is no prediction.
         result.status = "answered"
     return result
