@@ -209,6 +209,10 @@ def on_meta(x, w, b, eps):
     return solution_layer_norm(x, w, b, eps).to("meta")
 
 
+def bias_made_on_the_cpu(x, w, b, eps):  # right on the CPU; in Colab the zeros meet x on the GPU
+    return solution_layer_norm(x, w, b, eps) + torch.zeros(x.size(-1))
+
+
 WRONG_LAYER_NORMS = [
     (unbiased_var, "unbiased variance"),
     (tutorial, "unbiased std"),
@@ -238,6 +242,7 @@ WRONG_LAYER_NORMS = [
     (detached_statistics, "not the right gradient with respect to x"),
     (float64_returned, "has dtype torch.float64; x was torch.float32"),
     (on_meta, "is on meta"),
+    (bias_made_on_the_cpu, "create new tensors on the inputs' device"),
 ]
 
 
@@ -334,6 +339,10 @@ def rms_on_meta(x, w, eps):
     return solution_rms_norm(x, w, eps).to("meta")
 
 
+def rms_eps_as_a_tensor(x, w, eps):  # a 1-element CPU tensor (not a 0-d one) does not mix with a GPU tensor
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + torch.tensor([eps])) * w
+
+
 WRONG_RMS_NORMS = [
     (rms_centred, "the mean is subtracted: that is LayerNorm"),
     (lambda x, w, eps: F.layer_norm(x, x.shape[-1:], w, None, eps), "the mean is subtracted"),
@@ -352,6 +361,7 @@ WRONG_RMS_NORMS = [
     (rms_no_grad, "cannot be trained through"),
     (rms_float64, "cast back with .to(x.dtype)"),
     (rms_on_meta, "is on meta"),
+    (rms_eps_as_a_tensor, "create new tensors on the inputs' device"),
 ]
 
 

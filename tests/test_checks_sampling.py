@@ -287,8 +287,9 @@ def top_p_searchsorted(logits, p):  # the index of the crossing token, then a ra
     probs = logits.double().softmax(-1)
     sorted_probs, order = probs.sort(-1, descending=True)
     cumulative = sorted_probs.cumsum(-1)
-    last = torch.searchsorted(cumulative, torch.full((probs.size(0), 1), p, dtype=cumulative.dtype))  # (B, 1)
-    keep_sorted = torch.arange(probs.size(-1)) <= last  # (B, V)
+    crossing = torch.full((probs.size(0), 1), p, dtype=cumulative.dtype, device=probs.device)
+    last = torch.searchsorted(cumulative, crossing)  # (B, 1)
+    keep_sorted = torch.arange(probs.size(-1), device=probs.device) <= last  # (B, V)
     keep = torch.zeros_like(keep_sorted).scatter(1, order, keep_sorted)
     nucleus = torch.where(keep, probs, 0.0)
     return (nucleus / nucleus.sum(-1, keepdim=True)).float()
@@ -394,6 +395,15 @@ def top_p_on_meta(logits, p):
     return top_p_solution(logits, p).to("meta")
 
 
+def top_p_mask_made_on_the_cpu(logits, p):
+    probs = logits.softmax(-1)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    keep = sorted_probs.cumsum(-1) - sorted_probs < p
+    mask = torch.zeros(probs.shape, dtype=torch.bool).scatter(-1, order, keep)  # no device=: on the CPU
+    kept = probs * mask
+    return kept / kept.sum(-1, keepdim=True)
+
+
 def top_p_returns_logits(logits, p):
     keep = top_p_solution(logits, p) > 0
     return logits.masked_fill(~keep, float("-inf"))
@@ -414,6 +424,7 @@ TOP_P_WRONG = [
     (top_p_unsorted, "sort them in descending order"),
     (top_p_not_scattered_back, "still in sorted order"),
     (top_p_on_meta, "meta"),
+    (top_p_mask_made_on_the_cpu, "create new tensors on the inputs' device"),
     (top_p_returns_logits, "return probabilities"),
 ]
 

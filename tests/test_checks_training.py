@@ -24,6 +24,13 @@ def ls_solution(logits, target, smoothing):  # the notebook's solution
     return -(q * log_p).sum(dim=-1).mean()  # (N,) -> ()
 
 
+def ls_target_made_on_the_cpu(logits, target, smoothing):  # right on the CPU; torch.full makes q there in Colab too
+    N, V = logits.shape
+    q = torch.full((N, V), smoothing / V)
+    q[torch.arange(N), target] += 1 - smoothing
+    return -(q * logits.log_softmax(dim=-1)).sum(dim=-1).mean()
+
+
 def ls_numpy_normaliser(logits, target, smoothing):
     """log p = logits - log sum exp(logits), the normaliser computed in NumPy: the right loss, a wrong gradient."""
     log_z = torch.from_numpy(np.log(np.exp(logits.detach().numpy()).sum(-1, keepdims=True)))
@@ -213,6 +220,7 @@ def test_label_smoothing_right_answers_pass(fn, capsys):
         (ls_mean_over_entries, "the mean over all N x V entries"),
         (ls_logits_not_log_p, "the logits themselves are not log-probabilities"),
         (lambda *a: ls_solution(*a).to("meta"), "is on meta"),
+        (ls_target_made_on_the_cpu, "create new tensors on the inputs' device"),
         (
             lambda logits, target, smoothing: F.cross_entropy(
                 logits, target, label_smoothing=smoothing, reduction="none"
@@ -243,6 +251,7 @@ def test_label_smoothing_right_answers_pass(fn, capsys):
         "mean-over-NV",
         "logits",
         "meta-device",
+        "target-made-on-the-cpu",
         "per-position",
     ],
 )

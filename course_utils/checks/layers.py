@@ -24,6 +24,8 @@ from ._core import (
     each_case,
     name_mistake,
     not_called,
+    off_the_cpu,
+    on_meta,
     same,
     same_gradients,
     verdict,
@@ -160,7 +162,10 @@ def check_layer_norm(fn: Callable[..., Any]) -> Verdict:
         return "layer_norm matches F.layer_norm (biased variance, eps inside the root)."
 
     def run() -> str:
-        return each_case(one, _NORM_CASES)
+        message = each_case(one, _NORM_CASES)
+        x, (weight, bias) = _test_input((2, 3, 6), 0, 2, scale=1.0)
+        off_the_cpu("the normalised output", on_meta(fn, x, weight, bias, 0.1), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)
 
@@ -233,7 +238,10 @@ def check_rms_norm(fn: Callable[..., Any]) -> Verdict:
         return "rms_norm matches F.rms_norm: no mean subtracted, eps inside the root."
 
     def run() -> str:
-        return each_case(one, _NORM_CASES)
+        message = each_case(one, _NORM_CASES)
+        x, (weight,) = _test_input((2, 3, 6), 0, 1, scale=1.0)
+        off_the_cpu("the normalised output", on_meta(fn, x, weight, 0.1), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)
 

@@ -9,7 +9,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._core import NotWritten, NotYet, Verdict, call, differs, name_mistake, same, verdict, wrong_device
+from ._core import (
+    NotWritten,
+    NotYet,
+    Verdict,
+    call,
+    differs,
+    name_mistake,
+    off_the_cpu,
+    on_meta,
+    same,
+    verdict,
+    wrong_device,
+)
 
 __all__ = ["check_sampling_step", "check_top_p"]
 
@@ -316,6 +328,7 @@ def check_top_p(fn: Callable[..., Any]) -> Verdict:
             ),  # (B=2, V=9); at p=0.3 the most likely token alone crosses p
             (0.3, 0.6, 0.95),
         )
+        off_the_cpu("the probabilities", on_meta(fn, torch.randn(2, 6), 0.9), getattr(fn, "__name__", "it"))
         return "top-p is right: the most likely tokens up to and including the one that crosses p, renormalised."
 
     return verdict(run)

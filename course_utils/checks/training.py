@@ -12,7 +12,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._core import NotYet, Verdict, backpropagates, call, differs, each_case, same, verdict, wrong_device
+from ._core import (
+    NotYet,
+    Verdict,
+    backpropagates,
+    call,
+    differs,
+    each_case,
+    off_the_cpu,
+    on_meta,
+    same,
+    verdict,
+    wrong_device,
+)
 
 __all__ = [
     "check_label_smoothing",
@@ -76,7 +88,10 @@ def check_label_smoothing(fn: Callable[..., Any]) -> Verdict:
         )
 
     def run() -> str:
-        return each_case(one, [dict(N=6, V=5, seed=0), dict(N=4, V=9, seed=1)])
+        message = each_case(one, [dict(N=6, V=5, seed=0), dict(N=4, V=9, seed=1)])
+        logits, target = torch.randn(4, 5), torch.tensor([0, 3, 1, 4])
+        off_the_cpu("the loss", on_meta(fn, logits, target, 0.1), getattr(fn, "__name__", "it"))
+        return message
 
     return verdict(run)
 
