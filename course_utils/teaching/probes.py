@@ -69,6 +69,8 @@ CAUSES = {
     "wrong_scale": "scores scaled by the wrong number, or not at all: divide by sqrt(d_k), the size of one head",
     "eps_outside_sqrt": "an epsilon in the wrong place: (x - mean) / (std + eps) instead of (x - mean) / "
     "sqrt(var + eps), which matters when the variance is small (or only another eps than the reference's)",
+    "no_root": "the square root is missing: a norm divides by sqrt(var + eps) (RMSNorm: sqrt(mean(x²) + eps)), not by "
+    "var + eps",
     "head_split": "heads split or merged in the wrong order: view(B, T, h, d_k).transpose(1, 2) to split, "
     "transpose(1, 2).reshape(B, T, h * d_k) to merge back",
     "softmax_axis": "a softmax over the wrong axis: attention weights must sum to 1 over the keys (dim=-1)",
@@ -321,10 +323,11 @@ def _non_finite_report(out: Tensor, ref: Tensor) -> ProbeReport | None:
     kinds = " and ".join(
         k for k, m in (("NaN", torch.isnan(out)), ("infinite", torch.isinf(out))) if (m & broken).any()
     )
-    return _flag(
-        "equality", math.nan, f"ours is {kinds} at {int(broken.sum())} entries where the reference is finite",
-        "log_of_zero", "masked_row_nan",
-    )  # fmt: skip
+    finding = f"ours is {kinds} at {int(broken.sum())} entries where the reference is finite"
+    if out.dim() >= 2 and bool((broken.all(-1) | ~broken.any(-1)).all()):  # whole rows: positions, not entries
+        finding += f", whole rows of {out.size(-1)} features (positions whose every key was masked)"
+        return _flag("equality", math.nan, finding, "masked_row_nan", "mask_convention", "log_of_zero")
+    return _flag("equality", math.nan, finding, "log_of_zero", "masked_row_nan")
 
 
 def _where(gap: Tensor, ref: Tensor, diff: float) -> str:
@@ -377,6 +380,16 @@ def _attention_hint(weights: Tensor | None, ref_weights: Tensor | None) -> tuple
     by_keys = torch.allclose(weights.sum(-1), torch.ones(()), atol=1e-3)
     if not by_keys and weights.size(-2) > 1 and torch.allclose(weights.sum(-2), torch.ones(()), atol=1e-3):
         return "softmax_axis", f"ours' weights sum to 1 over the queries, not the keys: {CAUSES['softmax_axis']}"
+    key_mask = (ref_weights == 0).all(-2, keepdim=True) & (ref_weights == 0)  # keys blocked for every query
+    square = weights.size(-1) == weights.size(-2) and bool(key_mask.any())
+    if blocked > 1e-3 and square:
+        padded = key_mask.any(-2).squeeze(-2) if key_mask.dim() > 1 else key_mask  # (..., T): the padded positions
+        uniform = (weights.amax(-1) - weights.amin(-1)) < 1e-6  # (..., T_q): rows that attend evenly to every key
+        if bool(padded.any()) and bool(uniform[padded].all()) and not bool(uniform[~padded].any()):
+            return "mask_wrong_axis", (
+                "ours attends evenly to every key from the padded positions, and to the padding from the real ones: "
+                f"{CAUSES['mask_wrong_axis']}"
+            )
     if blocked > 1e-3:
         return "mask_convention", (
             f"ours puts {blocked:.0%} of its attention (per row, on average) on keys the reference blocks: "
@@ -425,6 +438,87 @@ def _mixing_hint(ours: Callable[..., Any], reference: Callable[..., Any], inputs
     return (
         "; equal when every position holds the same vector: the difference is in how positions are mixed, the "
         "attention weights (give the probe both modules' weights, need_weights=True, to tell which cause)"
+    )
+
+
+def _root_hint(out: Tensor, ref: Tensor, inputs: tuple[Any, ...]) -> str | None:
+    """Ours = reference x c, with c changing from row to row as 1 / sqrt(a statistic of the row of x) (the mean
+    square, the variance): a norm that forgot its square root. The finding, or None."""
+    x = next((t for t in inputs if isinstance(t, Tensor) and t.is_floating_point() and t.shape == ref.shape), None)
+    if x is None or ref.dim() < 2 or ref.size(-1) < 2:
+        return None
+    c = (out * ref).sum(-1) / (ref * ref).sum(-1).clamp_min(1e-30)  # (...,): the best factor for each row
+    if _largest(out - c.unsqueeze(-1) * ref) > 1e-3 * max(float(ref.abs().max()), 1e-30) or float(c.std()) < 1e-3:
+        return None
+    for name, stat in (("mean square", x.pow(2).mean(-1)), ("variance", x.var(-1, unbiased=False))):
+        if torch.allclose(c * stat.sqrt(), torch.ones_like(c), rtol=0.05, atol=0.0):
+            return f"; row by row, ours = reference / sqrt(the row's {name}): a square root missing"
+    return None
+
+
+def _sequences(inputs: tuple[Any, ...]) -> list[int] | None:
+    """The indices of the float inputs ``(..., T, d)`` that share one length T > 2 (self-attention's query, key and
+    value, a layer's x), or None."""
+    found = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.is_floating_point() and x.dim() >= 3]
+    if not found or len({inputs[i].size(-2) for i in found}) != 1 or inputs[found[0]].size(-2) < 3:
+        return None
+    return found
+
+
+def _future_hint(
+    ours: Callable[..., Any], reference: Callable[..., Any], inputs: tuple[Any, ...]
+) -> tuple[str, tuple[str, ...]] | None:
+    """Where the reference is causal (its outputs before the last position ignore the last position's inputs): which
+    earlier positions of ours move when the last position's inputs change. (The finding, the causes), or None."""
+    found = _sequences(inputs)
+    if found is None:
+        return None
+    T = inputs[found[0]].size(-2)
+    generator = torch.Generator().manual_seed(0)
+    changed = list(inputs)
+    for i in found:
+        x = inputs[i].clone()
+        x[..., -1, :] += torch.randn(x[..., -1, :].shape, generator=generator).to(x.device, x.dtype)
+        changed[i] = x
+    try:
+        moves = []
+        for fn in (ours, reference):
+            before, after = _evaluate(fn, inputs)[0], _evaluate(fn, tuple(changed))[0]
+            if before.dim() < 2 or before.size(-2) != T or before.shape != after.shape:
+                return None
+            moved = (after - before).abs().flatten(0, -3).amax((0, -1)) if before.dim() > 2 else (after - before).abs()
+            moves.append(moved.reshape(-1)[: T - 1] > _tolerance(before, 1e-5))  # (T - 1,): earlier positions moved
+    except (RuntimeError, ValueError, TypeError):
+        return None
+    leak, ref_leak = moves
+    if bool(ref_leak.any()) or not bool(leak.any()):
+        return None
+    if leak.nonzero().flatten().tolist() == [T - 2]:
+        return (f"; changing the last position's input moves ours' output at position {T - 2}, the one before it, "
+                "where the reference's stays: ours sees one token ahead"), ("off_by_one_mask",)  # fmt: skip
+    return (f"; changing the last position's input moves ours' outputs at {int(leak.sum())} earlier positions, where "
+            "the reference's stay: ours sees the future"), ("no_causal_mask", "mask_convention")  # fmt: skip
+
+
+def _rows_hint(ours: Callable[..., Any], reference: Callable[..., Any], inputs: tuple[Any, ...]) -> str | None:
+    """With every position of the float inputs holding the same vector, does the reference give the same output at
+    every position and ours not? Then ours moves values between positions and features (a reshape)."""
+    found = _sequences(inputs)
+    if found is None:
+        return None
+    same = tuple(x[..., :1, :].expand_as(x).contiguous() if i in found else x for i, x in enumerate(inputs))
+    try:
+        out, ref = _evaluate(ours, same)[0], _evaluate(reference, same)[0]
+    except (RuntimeError, ValueError, TypeError):
+        return None
+    if out.shape != ref.shape or out.dim() < 2:
+        return None
+    tol = _tolerance(ref, 1e-5)
+    if _largest(ref - ref[..., :1, :]) > tol or _largest(out - out[..., :1, :]) <= tol:
+        return None
+    return (
+        "; with the same vector at every position, the reference gives the same output at every position and ours "
+        "does not: ours moves values between positions and features"
     )
 
 
@@ -498,15 +592,28 @@ def equality_probe(
     if scale:
         finding += scale[0]
         causes.append(scale[1])
+    root = None if scale or not runs else _root_hint(out, ref, inputs)
+    if root:
+        finding += root
+        causes.append("no_root")
     attention = _attention_hint(weights, ref_weights)
     if attention:
         causes.append(attention)
     elif not causes and runs and (weights is None or ref_weights is None):
-        mixing = _mixing_hint(*runs, inputs)
-        if mixing:
+        future = _future_hint(*runs, inputs)
+        rows = None if future else _rows_hint(*runs, inputs)
+        mixing = None if future or rows else _mixing_hint(*runs, inputs)
+        if future:
+            finding += future[0]
+            causes += list(future[1])
+        elif rows:
+            finding += rows
+            causes.append(("head_split", f"{CAUSES['head_split']} (a view(B, h, T, d_k) without the transpose mixes "
+                                         "positions and heads)"))  # fmt: skip
+        elif mixing:
             finding += mixing
             causes += ["wrong_scale", "mask_convention", "softmax_axis"]
-    if epsilon:
+    if epsilon and not root:  # a missing root also grows as the inputs shrink
         finding += "; " + epsilon[0]
         causes.append("eps_outside_sqrt")
     return _flag("equality", diff, finding, *(causes or ["unknown"]))
@@ -571,7 +678,13 @@ def _derangement(n: int, generator: torch.Generator) -> Tensor:
 
 
 def position_probe(
-    fn: Callable[[Tensor], Any], tokens: Tensor, *, seed: int = 0, drowned: float = 0.2, atol: float = 1e-5
+    fn: Callable[[Tensor], Any],
+    tokens: Tensor,
+    *,
+    added: bool | None = None,
+    seed: int = 0,
+    drowned: float = 0.2,
+    atol: float = 1e-5,
 ) -> ProbeReport:
     """Does the model read the order of its tokens, and how much? Three experiments.
 
@@ -593,6 +706,11 @@ def position_probe(
     below ``drowned`` flagged as too weak (an untrained rotary or relative model attends almost uniformly and
     scores low too, without a bug). Neighbouring positions have similar encodings, so the strength needs at least
     4 tokens; with 3 the report gives only the first experiment.
+
+    A causal model of two or more layers without any encoding still reads order (through its mask), so from its
+    outputs it cannot be told from a rotary one. Say what the model is meant to do: ``added=True`` (an encoding
+    added to the embeddings, learned or sinusoidal: the paper, GPT-2, BERT) flags a model that adds none;
+    ``added=None`` (the default) accepts either kind and says which it found.
     """
     _check_tokens(tokens, min_length=3, min_batch=2)
     unsteady = _unsteady("position", fn, tokens)
@@ -638,11 +756,17 @@ def position_probe(
             "position", False, share, finding + " (too few tokens to judge how strongly: give 4 or more)"
         )
     constant = _run(fn, tokens[:, :1].expand(-1, T))  # each sequence's first token at every position
-    added = float((constant - constant[:, :1]).norm()) > tol * math.sqrt(constant.numel())
-    if not added:
+    adds = float((constant - constant[:, :1]).norm()) > tol * math.sqrt(constant.numel())
+    if not adds:
         finding += (
             "; a repeated token gives the same output at every position: no encoding is added, order is read "
-            "inside attention only (rotary or relative positions, or a causal mask), whose strength grows with training"
+            "inside attention only (rotary or relative positions, or a causal mask)"
+        )
+        if added:
+            return _flag("position", share, finding + ", and this model is meant to add one", "no_positions")
+        finding += (
+            ", whose strength grows with training. If the model is meant to add an encoding (learned or sinusoidal, "
+            "as GPT-2 does), it adds none: position_probe(..., added=True) flags that"
         )
         return ProbeReport("position", False, share, finding)
     if share < drowned:
@@ -712,8 +836,9 @@ def output_probe(outputs: Tensor | tuple[Tensor, ...], *, atol: float = 1e-4) ->
         if in_unit and torch.allclose(x.sum(axis), one, atol=atol):
             return _flag(
                 "output", float(axis), f"probabilities normalised along axis {axis}, not the last one",
-                ("softmax_axis", f"softmax over axis {axis}: write softmax(dim=-1), and give F.cross_entropy the "
-                 "logits, not probabilities"),
+                ("softmax_axis", f"softmax over axis {axis}: a softmax belongs over the vocabulary, dim=-1"),
+                ("probabilities", "and probabilities at all: give F.cross_entropy the logits, which it normalises "
+                 "itself"),
             )  # fmt: skip
         if torch.allclose(x.exp().sum(axis), one, atol=atol):
             return _flag(
