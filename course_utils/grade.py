@@ -8,8 +8,8 @@ student edition of its chapter (``notebooks/student/``, the *release*) with each
 submission. Every other cell comes from the release: a cell the student added or edited outside the exercises does
 not run, and the checker calls come from the release, after the answer, in cells of the grader's own. Those calls
 use the checkers as they were before any student code ran. Each verdict reaches the grader as an output of the
-grader's cell (``VERDICT``), passed on by the process that runs the kernel on a channel the kernel cannot write to:
-printing, logging, displaying or writing a verdict from the notebook counts for nothing.
+grader's cell (``VERDICT``), passed on by the process that runs the kernel on a channel the kernel is not given (in the sandbox below, cannot
+even see): printing, logging, displaying or writing a verdict from the notebook counts for nothing.
 
 Each exercise is reported as
 
@@ -28,8 +28,13 @@ an answer cell runs in the same kernel as the checker after it, and could change
 instructor guide says what that leaves open.
 
 Each submission's kernel runs in a scratch folder of its own, under a time limit after which the kernel and every
-process of its session are ended, with its address space and its outputs capped. The grader writes nothing next to
-a submission. A file that is not a course notebook is reported in one line, and the others are graded.
+process of its session are ended, with its address space and its outputs capped. Where bubblewrap runs (Linux, with
+Debian's ``bubblewrap`` package), the kernel runs in a sandbox of its own: its own processes (a ``/proc`` that shows no
+other), no network, every file read-only but its scratch folder, a private ``/tmp``, and everything it started ended
+with it; so no submission can touch the course, the results, the grader or another submission. Without a sandbox the
+grader says so in one line: the grades are then formative only. Told to stop (Ctrl-C, SIGTERM, SIGHUP), the grader
+ends every run and still reports what it graded. The grader writes nothing next to a submission. A file that is not a
+course notebook is reported in one line, and the others are graded.
 """
 
 from __future__ import annotations
@@ -37,13 +42,16 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import csv
+import functools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -103,10 +111,21 @@ sys.modules["rfc3987_syntax"] = None  # jsonschema's optional IRI checks, unused
 import json, resource, subprocess, nbformat
 from nbclient import NotebookClient
 
-workdir, limit, memory = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+workdir, limit, memory, sandbox, sockets = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
 if memory:  # the kernel inherits the cap on its address space
     resource.setrlimit(resource.RLIMIT_AS, (memory * 2**20, memory * 2**20))
 nb = nbformat.reads(sys.stdin.read(), as_version=4)
+if sandbox:  # the kernel is started inside the sandbox, and reached over socket files in the folder it shares
+    from jupyter_client.manager import KernelManager
+
+    class Sandboxed(KernelManager):
+        def format_kernel_cmd(self, extra_arguments=None):
+            return sandbox + super().format_kernel_cmd(extra_arguments)
+
+    manager = Sandboxed(kernel_name="python3", transport="ipc", ip=sockets + "/kernel",
+                        connection_file=sockets + "/kernel.json")
+else:
+    manager = None
 report = sys.stdout
 used, noted = {}, set()
 
@@ -139,7 +158,7 @@ def executed(cell, cell_index, execute_reply):
     errors = [f"{o.get('ename', '?')}: {o.get('evalue', '')}"[:200] for o in outputs if o.get("output_type") == "error"]
     say({"cell": cell_index, "verdicts": verdicts, "errors": errors})
 
-client = Client(nb, kernel_name="python3", allow_errors=True, timeout=None, on_notebook_start=started,
+client = Client(nb, km=manager, kernel_name="python3", allow_errors=True, timeout=None, on_notebook_start=started,
                 on_cell_executed=executed, resources={"metadata": {"path": workdir}})
 client.execute(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 """.replace("VERDICT", VERDICT)
@@ -196,6 +215,7 @@ class Report:
     unreadable: str | None = None
     chapter: str | None = None
     notes: list[str] = field(default_factory=lambda: [])
+    sandboxed: bool = False  # whether its kernel ran in a sandbox (bubblewrap)
 
 
 class NotGradable(Exception):
@@ -416,10 +436,12 @@ def _end_session(sid: int) -> None:
 
 @dataclass
 class _Run:
-    """What the runner said: each cell's verdicts and errors (by cell index), and why the run stopped early."""
+    """What the runner said: each cell's verdicts and errors (by cell index), why the run stopped early, and what was
+    suspicious about the channel (records after the runner ended, a cell reported twice)."""
 
     cells: dict[int, dict[str, Any]]
     stopped: str | None
+    suspicious: str = ""
 
 
 def _lines(text: str | None) -> list[dict[str, Any]]:
@@ -434,43 +456,132 @@ def _lines(text: str | None) -> list[dict[str, Any]]:
     return records
 
 
-def _run(notebook: Any, timeout: float, memory_mb: int | None) -> _Run:
-    """Execute ``notebook`` in a scratch folder and end the kernel and everything it started."""
+def sandbox_command(scratch: str, sockets: str) -> list[str]:
+    """bubblewrap's command line that starts a kernel in a sandbox of its own: its own process tree (a ``/proc`` that
+    shows nothing else), no network, every file read-only but its scratch folder and the folder of the sockets the
+    runner reaches it by, a private ``/tmp``, and every process in it ended when the runner ends."""
+    return [
+        "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
+        "--proc", "/proc", "--tmpfs", "/tmp", "--bind", scratch, scratch, "--bind", sockets, sockets,
+        "--chdir", scratch, "--setenv", "HOME", scratch, "--unsetenv", "JPY_PARENT_PID", "--",
+    ]  # fmt: skip
+
+
+@functools.cache
+def sandbox_missing() -> str | None:
+    """Why no submission can run in a sandbox on this machine, in a few words; None when bubblewrap works here."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (Debian and Ubuntu: apt install bubblewrap)"
+    try:
+        with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
+            done = subprocess.run([*sandbox_command(tmp, tmp), "true"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap does not start: {e}"
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        return "bubblewrap does not start here: " + (said[-1] if said else f"exit status {done.returncode}")
+    return None
+
+
+# The runs in progress, for a grader told to stop (Ctrl-C, SIGTERM, SIGHUP): the sessions to end.
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+STOPPED = "the grading was stopped before this notebook's run ended"
+GRACE = 2.0  # seconds the grader reads on after the runner ended; a process of the notebook holding the pipe is not waited for
+
+
+def stop_every_run() -> None:
+    """End every run in progress, and start no other: each is reported as far as it got."""
+    _STOPPING.set()
+    with _LIVE_LOCK:
+        sessions = list(_LIVE)
+    for sid in sessions:
+        _end_session(sid)
+
+
+def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool) -> _Run:
+    """Execute ``notebook`` in a scratch folder (and a sandbox) and end the kernel and everything it started."""
     import nbformat
 
-    with tempfile.TemporaryDirectory(prefix="grade-") as tmp, tempfile.TemporaryFile("w+") as stderr:
+    if _STOPPING.is_set():
+        return _Run({}, STOPPED)
+    # A socket's path has room for about 100 characters: where the temporary folder's name is long, /tmp holds them.
+    short = None if len(tempfile.gettempdir()) < 60 or not os.path.isdir("/tmp") else "/tmp"
+    with (
+        tempfile.TemporaryDirectory(prefix="grade-") as tmp,
+        tempfile.TemporaryDirectory(prefix="grade-sockets-", dir=short) as sockets,
+        tempfile.TemporaryFile("w+") as stderr,
+    ):
         scratch = os.path.join(tmp, "work")  # the kernel's folder; its parent holds nothing else either
         os.mkdir(scratch)
         env = {k: v for k, v in os.environ.items() if not k.startswith("JPY_")}
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+        sandbox = json.dumps(sandbox_command(scratch, sockets) if sandboxed else [])
         process = subprocess.Popen(
-            [sys.executable, "-c", RUNNER, scratch, str(OUTPUT_LIMIT), str(memory_mb or 0)],
+            [sys.executable, "-c", RUNNER, scratch, str(OUTPUT_LIMIT), str(memory_mb or 0), sandbox, sockets],
             env=env, cwd=scratch, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
             start_new_session=True,
         )  # fmt: skip
-        stopped, said = None, ""
+        with _LIVE_LOCK:
+            _LIVE.add(process.pid)
+        said: list[str] = []
+        ended = threading.Event()  # the runner has ended: what comes after comes from something else
+        late: list[str] = []
+
+        def read() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                (late if ended.is_set() else said).append(line)
+                record = _lines(line)
+                if record and isinstance(record[0].get("kernel"), int):
+                    with _LIVE_LOCK:
+                        _LIVE.add(record[0]["kernel"])  # the kernel runs in a session of its own
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        stopped = None
         try:
-            said, _ = process.communicate(nbformat.writes(notebook), timeout=timeout)
-            if process.returncode != 0:
+            assert process.stdin is not None
+            try:
+                process.stdin.write(nbformat.writes(notebook))
+                process.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass  # the runner is already gone; its exit status says why
+            process.wait(timeout=timeout)
+            if _STOPPING.is_set():
+                stopped = STOPPED
+            elif process.returncode != 0:
                 stderr.seek(0)
                 last = [line for line in stderr.read().strip().splitlines() if line.strip()]
                 stopped = "the notebook stopped: " + (last[-1] if last else f"exit status {process.returncode}")
         except subprocess.TimeoutExpired:
             stopped = f"stopped after the time limit of {timeout:g} s"
             _end_session(process.pid)  # the runner first: once it is gone, it says no more
-            try:
-                said, _ = process.communicate(timeout=5)  # all it said, the part before the time limit included
-            except subprocess.TimeoutExpired:  # a pipe still held open: give up on it rather than wait
-                said = ""
         finally:
-            if process.poll() is None:  # interrupted otherwise (Ctrl-C): nothing of the run may outlive the grader
+            if process.poll() is None:  # interrupted otherwise: nothing of the run may outlive the grader
                 _end_session(process.pid)
-            records = _lines(said)
+                stopped = stopped or STOPPED
+            reader.join(GRACE)  # what the runner said before it ended; a pipe still held open is not waited for
+            ended.set()
+            reader.join(0.2)
+            held = reader.is_alive()
+            records = _lines("".join(said))
             kernels = [r["kernel"] for r in records if isinstance(r.get("kernel"), int)]
             for sid in [*kernels, process.pid]:  # the kernel runs in a session of its own, as jupyter_client starts it
                 _end_session(sid)
-    cells = {r["cell"]: r for r in records if isinstance(r.get("cell"), int)}
-    return _Run(cells, stopped)
+            with _LIVE_LOCK:
+                _LIVE.difference_update([*kernels, process.pid])
+    cells: dict[int, dict[str, Any]] = {}
+    suspicious = []
+    for record in records:
+        if isinstance(record.get("cell"), int):
+            if record["cell"] in cells:
+                suspicious.append(f"cell {record['cell']} was reported twice")
+            cells[record["cell"]] = record
+    if late or held:
+        suspicious.append("a process the notebook started held the grader's channel open after the run")
+    return _Run(cells, stopped, "; ".join(suspicious))
 
 
 def _errors(run: _Run, graded: _Graded) -> list[str]:
@@ -494,11 +605,19 @@ def run_notebook(
     release: str | Path | dict[str, Any] | None = None,
     chapter: str | None = None,
     memory_mb: int | None = 8192,
+    sandbox: str = "auto",
 ) -> Report:
     """Grade one submission: its exercises' results, the cells that raised and why it stopped, if it did. ``release``
     is the folder of the course's student editions (default: ``notebooks/student`` of this checkout), or those editions
     already read (``{"01_attention": notebook, ...}``: a class's grading reads them once, before any runs); ``chapter``
-    (e.g. ``"01_attention"``), if given, is the only chapter accepted; ``memory_mb`` caps the kernel's address space."""
+    (e.g. ``"01_attention"``), if given, is the only chapter accepted; ``memory_mb`` caps the kernel's address space;
+    ``sandbox`` is ``"auto"`` (the kernel in a bubblewrap sandbox where this machine has one), ``"bwrap"`` (a sandbox
+    or an error) or ``"none"``."""
+    if sandbox not in ("auto", "bwrap", "none"):
+        raise ValueError(f"sandbox={sandbox!r}: use 'auto', 'bwrap' or 'none'")
+    missing = sandbox_missing() if sandbox != "none" else "switched off"
+    if sandbox == "bwrap" and missing:
+        raise RuntimeError(f"no sandbox: {missing}")
     path = Path(path)
     try:
         nb = _read(path)
@@ -507,8 +626,10 @@ def run_notebook(
     except NotGradable as e:
         return Report(str(path), [], [], None, unreadable=str(e))
     graded = _graded_notebook(nb, releases[stem])
-    run = _run(graded.notebook, timeout, memory_mb)
+    run = _run(graded.notebook, timeout, memory_mb, sandboxed=not missing)
     stopped = run.stopped
+    if run.suspicious:  # counts against the submission: every exercise is to be read
+        graded.reviews = {n: f"{run.suspicious}: read it" for names in graded.verdict_cells.values() for n in names}
     results = []
     for index, names in graded.verdict_cells.items():
         records = [r for r in run.cells.get(index, {}).get("verdicts", []) if isinstance(r, dict)]
@@ -519,20 +640,32 @@ def run_notebook(
         # The checker that ran names the exercise it graded; the release's calls only say what did not run.
         reported = [r for r in records if r.get("status") in STATUSES and isinstance(r.get("exercise"), str)]
         for record in reported:
-            name = record["exercise"]
-            results.append(
-                Result(str(path), name, record["status"], str(record.get("message", "")), graded.reviews.get(name, ""))
-            )
+            name, status, message = record["exercise"], record["status"], str(record.get("message", ""))
+            review = graded.reviews.get(name, "")
+            if status in ("pass", "fail") and (status == "pass") != message.startswith("✅"):
+                review = review or f"its verdict says {status!r} with a message that says otherwise: read its answer"
+            results.append(Result(str(path), name, status, message, review))
         for name in [n for n in names if n not in {r["exercise"] for r in reported}]:
             why = stopped or "the checker's cell did not run to its verdict"
             results.append(Result(str(path), name, "not run", why, graded.reviews.get(name, "")))
     errors = _errors(run, graded)
-    return Report(str(path), results, errors, stopped, chapter=stem, notes=graded.notes)
+    return Report(str(path), results, errors, stopped, chapter=stem, notes=graded.notes, sandboxed=not missing)
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters (a newline in a file name, an escape sequence) written as escapes, so that
+    one row of the table stays one line and the terminal shows what is there."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", lambda m: repr(m.group())[1:-1], text)
 
 
 def _table(results: Sequence[Result]) -> str:
     rows = [("notebook", "exercise", "status", "message")] + [
-        (r.notebook, r.exercise, r.status + (" (review)" if r.review else ""), r.message.replace("\n", " ")[:100])
+        (
+            printable(r.notebook),
+            printable(r.exercise),
+            r.status + (" (review)" if r.review else ""),
+            printable(r.message.replace("\n", " "))[:100],
+        )
         for r in results
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -554,6 +687,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--release", type=Path, help="folder of the course's student editions (default: the checkout's)"
     )
     parser.add_argument("--memory", type=int, default=8192, help="MiB of address space per kernel (default 8192)")
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "none"),
+        default="auto",
+        help="run each kernel in a bubblewrap sandbox: where there is one (auto, the default), always (bwrap: an "
+        "error where there is none) or never (none)",
+    )
     args = parser.parse_args(argv)
     for path in args.notebooks:
         if not path.exists():
@@ -562,10 +702,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         releases = _releases(args.release or RELEASE)  # read once: no submission's run can change them for the next
     except FileNotFoundError as e:
         parser.error(str(e))
+    missing = sandbox_missing() if args.sandbox != "none" else "--sandbox none"
+    if args.sandbox == "bwrap" and missing:
+        parser.error(f"no sandbox: {missing}")
+    if missing:
+        print(f"no sandbox ({missing}): students' code runs with your rights, so these grades are formative only "
+              "(the instructor guide says why)", file=sys.stderr, flush=True)  # fmt: skip
 
     def one(path: Path) -> Report:
         start = time.perf_counter()
-        report = run_notebook(path, args.timeout, release=releases, chapter=args.chapter, memory_mb=args.memory)
+        report = run_notebook(
+            path, args.timeout, release=releases, chapter=args.chapter, memory_mb=args.memory, sandbox=args.sandbox
+        )
         if report.unreadable:
             print(f"{path}: {report.unreadable}", file=sys.stderr, flush=True)
             return report
@@ -581,8 +729,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(summary, file=sys.stderr, flush=True)
         return report
 
-    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:  # each notebook runs in its own process
-        reports = list(pool.map(one, args.notebooks))
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    received: list[int] = []
+
+    def stop(signum: int, _frame: Any) -> None:  # every run ends, and what was graded is still reported
+        if not received:
+            print(f"\n{signal.Signals(signum).name}: ending every run, then reporting what was graded",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        received.append(signum)
+        stop_every_run()
+
+    _STOPPING.clear()
+    before = (
+        {s: signal.signal(s, stop) for s in signals} if threading.current_thread() is threading.main_thread() else {}
+    )
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:  # each notebook runs in its own process
+            reports = list(pool.map(one, args.notebooks))
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
     results = [result for report in reports for result in report.results]
     print(_table(results))
     unreadable = [f"{report.notebook}: {report.unreadable}" for report in reports if report.unreadable]
@@ -603,6 +769,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             writer.writerow(["notebook", "exercise", "status", "message", "review"])
             writer.writerows((r.notebook, r.exercise, r.status, r.message, r.review) for r in results)
             writer.writerows((r.notebook, "", "not graded", r.unreadable, "") for r in reports if r.unreadable)
+    if received:
+        return 128 + received[0]
     return 1 if unreadable else 0
 
 

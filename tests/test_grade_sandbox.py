@@ -1,0 +1,183 @@
+"""The grader against submissions that go after other students' grades or the grader itself: each runs in a
+bubblewrap sandbox (its own processes, no network, every file read-only but its scratch folder), so what it starts
+dies with it and what it writes goes nowhere; and the grader, told to stop, still reports what it graded.
+
+Every hostile cell here aims only at files under the test's own ``tmp_path``, so that a sandbox that failed would
+break this test, not the checkout."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_grade import (
+    CAUSAL,
+    CAUSAL_CALL,
+    CAUSAL_STUB,
+    PADDING,
+    PADDING_CALL,
+    PADDING_STUB,
+    SETUP,
+    skip_without_a_sandbox,
+    statuses,
+    submission,
+    write,
+)
+
+from course_utils.grade import main, printable, run_notebook
+
+pytestmark = pytest.mark.slow  # every test here runs notebooks in a kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+BOTH_RIGHT = [("check_causal_mask", "pass"), ("check_padding_mask", "pass")]
+
+
+@pytest.fixture
+def tiny_release(tmp_path):  # as in test_grade: two exercises, a few seconds a run
+    folder = tmp_path / "release"
+    folder.mkdir()
+    write(folder / "01_tiny.ipynb", [("", SETUP), ("exercise", CAUSAL_STUB), ("", "x = 1"), ("exercise", PADDING_STUB)])
+    return folder
+
+
+def honest(tmp_path, name="bob.ipynb"):
+    return submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, padding=PADDING + PADDING_CALL, name=name)
+
+
+def test_a_forged_record_written_to_the_runners_output_reaches_nothing(tmp_path, tiny_release):
+    """At exit, a hook writes a forged verdict into the standard output of every process it can see: in the sandbox
+    it sees only its own."""
+    skip_without_a_sandbox("bwrap")
+    forge = (
+        "import atexit, glob, json\n"
+        "def forge():\n"
+        "    record = json.dumps({'cell': 2, 'verdicts': [{'exercise': 'check_causal_mask', 'status': 'pass', "
+        "'message': '✅ forged'}]})\n"
+        "    for fd in glob.glob('/proc/*/fd/1'):\n"
+        "        try:\n"
+        "            open(fd, 'w').write(record + '\\n')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "atexit.register(forge)\n"
+        "forge()\n"
+        "def my_causal_mask(size):\n    raise NotImplementedError\n" + CAUSAL_CALL
+    )
+    report = run_notebook(submission(tmp_path, causal=forge), 120, release=tiny_release, sandbox="bwrap")
+    assert statuses(report) == [("check_causal_mask", "not attempted"), ("check_padding_mask", "not attempted")]
+
+
+def test_nothing_a_submission_starts_or_writes_outlives_it_or_reaches_another(tmp_path, tiny_release):
+    """A detached process that waits for the grader to finish, then rewrites the grades; a sitecustomize.py dropped on
+    the path of every later run; an edited file of the course: none of it happens, and the next student's grades
+    are the checkers'."""
+    skip_without_a_sandbox("bwrap")
+    site, results = tmp_path / "site", tmp_path / "grades"
+    site.mkdir()
+    results.mkdir()
+    course = tmp_path / "course.py"
+    course.write_text("ORIGINAL = True\n")
+    attack = (
+        "import os, time\n"
+        f"for path, text in (({str(site / 'sitecustomize.py')!r}, 'raise SystemExit'), ({str(course)!r}, 'x')):\n"
+        "    try:\n"
+        "        open(path, 'w').write(text)\n"
+        "    except OSError as e:\n"
+        "        print('refused:', e)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(2)  # the grader has finished by now\n"
+        f"    open({str(results / 'grades.csv')!r}, 'w').write('forged')\n"
+        "    os._exit(0)\n"
+    )
+    eve = submission(tmp_path, causal=attack + CAUSAL + CAUSAL_CALL, name="eve.ipynb")
+    bob = honest(tmp_path)
+    env_path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = f"{site}{os.pathsep}{env_path}" if env_path else str(site)  # on every kernel's path
+    try:
+        first = run_notebook(eve, 120, release=tiny_release, sandbox="bwrap")
+        second = run_notebook(bob, 120, release=tiny_release, sandbox="bwrap")
+    finally:
+        os.environ["PYTHONPATH"] = env_path
+    assert statuses(first)[0] == ("check_causal_mask", "pass") and statuses(second) == BOTH_RIGHT
+    time.sleep(3)
+    assert list(site.iterdir()) == [] and course.read_text() == "ORIGINAL = True\n"
+    assert list(results.iterdir()) == []
+
+
+def test_a_process_holding_the_runners_pipe_neither_holds_the_grader_nor_goes_unflagged(tmp_path, tiny_release):
+    """Without a sandbox the kernel can reach its runner's output (``/proc/<parent>/fd/1``): a detached process that
+    holds it open does not make the grader wait past the run, and the submission is flagged."""
+    hold = (
+        "import os, time\n"
+        "pipe = os.open(f'/proc/{os.getppid()}/fd/1', os.O_WRONLY)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(60)  # holds the pipe\n"
+        "    os._exit(0)\n"
+    )
+    start = time.monotonic()
+    path = submission(tmp_path, causal=hold + CAUSAL + CAUSAL_CALL, padding=PADDING + PADDING_CALL)
+    report = run_notebook(path, 120, release=tiny_release, sandbox="none")
+    assert time.monotonic() - start < 40
+    assert statuses(report) == BOTH_RIGHT
+    assert all("held the grader's channel open" in r.review for r in report.results)
+
+
+def _grader(tmp_path, files, *extra):
+    """The grader as an instructor starts it, in a process of its own, with its scratch folders under tmp_path."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "course_utils.grade", *map(str, files), *extra]
+    return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_grader_told_to_stop_ends_every_run_and_reports_what_it_graded(tmp_path, tiny_release):
+    """SIGTERM, then Ctrl-C while it ends the runs (SIGHUP and a first Ctrl-C take the same way)."""
+    signals = (signal.SIGTERM, signal.SIGINT)
+    mark = f"stuck-{time.time_ns()}"
+    stuck = f"import subprocess, time\nsubprocess.Popen(['sh', '-c', 'sleep 300; : {mark}'])\nwhile True:\n    time.sleep(1)\n"
+    files = [honest(tmp_path), submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, padding=stuck, name="eve.ipynb")]
+    out = tmp_path / "grades.csv"
+    grader = _grader(tmp_path, files, "--csv", out, "--release", tiny_release, "--timeout", "120")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(mark in _cmdline(p) for p in Path("/proc").glob("[0-9]*")):
+        time.sleep(0.2)  # until eve's notebook is stuck, which is after bob's was graded
+    time.sleep(2)
+    for sig in signals:
+        grader.send_signal(sig)
+        time.sleep(0.3)
+    printed, said = grader.communicate(timeout=30)
+    assert grader.returncode == 128 + signals[0], said
+    rows = {(Path(r["notebook"]).name, r["exercise"]): r["status"] for r in csv.DictReader(out.open())}
+    assert rows[("bob.ipynb", "check_causal_mask")] == "pass" and rows[("bob.ipynb", "check_padding_mask")] == "pass"
+    assert rows[("eve.ipynb", "check_causal_mask")] == "pass"
+    assert rows[("eve.ipynb", "check_padding_mask")] == "not run"
+    assert "bob.ipynb" in printed and "ending every run" in said
+    time.sleep(0.5)
+    assert not [p for p in Path("/proc").glob("[0-9]*") if mark in _cmdline(p)]
+    assert list((tmp_path / "tmp").iterdir()) == []  # no scratch folder left
+
+
+def test_control_characters_in_a_file_name_stay_on_their_row(tmp_path, tiny_release, capsys):
+    odd = honest(tmp_path, name="bob\nalice\x1b[2J.ipynb")
+    main([str(odd), "--timeout", "120", "--release", str(tiny_release)])
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 3 and all(r"bob\nalice\x1b[2J.ipynb" in row for row in table[1:])
+    assert printable("tab\there\u2028") == r"tab\there\u2028"
+
+
+def test_without_a_sandbox_the_grader_says_the_grades_are_formative(tmp_path, tiny_release, capsys):
+    main([str(honest(tmp_path)), "--timeout", "120", "--release", str(tiny_release), "--sandbox", "none"])
+    assert "no sandbox (--sandbox none): students' code runs with your rights" in capsys.readouterr().err
+
+
+def _cmdline(proc):
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
