@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "CAUSES",
     "ProbeReport",
     "batch_probe",
     "causality_probe",
