@@ -4,8 +4,8 @@ Every notebook builds one concept live, checks it against this package and PyTor
 from here: ``from course_utils import MultiHeadAttention``. Conventions: batch first, ``(B, T, d_model)``; heads
 ``(B, n_heads, T, d_k)``; bool masks with True = may attend.
 
-Five rooms (sub-packages) over two small modules, and the grader's command; imports go down this list, never up
-(``tests/test_structure.py``):
+Five rooms (sub-packages) over two small modules, and the grader's command with its link to the kernel; imports go
+down this list, never up (``tests/test_structure.py``):
 
 ========================  ==========================================================================================
 ``settings``, ``utils``   every ``COURSE_*`` environment variable; devices, seeds, train/eval modes
@@ -16,6 +16,7 @@ Five rooms (sub-packages) over two small modules, and the grader's command; impo
 ``training/``             training loop, recipes, shipped weights, seq2seq loss and batches, decoding, metrics
 ``teaching/``             probes that name bugs, plots and interactive charts
 ``checks/``               the exercise graders: ``from course_utils.checks import check_layer_norm``
+``remote``                the grader's link to a kernel: the checkers call students' functions across it, as data
 ``grade``                 the notebook grader: ``python -m course_utils.grade submissions/*.ipynb``
 ========================  ==========================================================================================
 

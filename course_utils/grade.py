@@ -6,10 +6,12 @@
 What is graded (the design of nbgrader's ``autograde``): not the submitted notebook as it stands, but the course's
 student edition of its chapter (``notebooks/student/``, the *release*) with each exercise cell's answer taken from the
 submission. Every other cell comes from the release: a cell the student added or edited outside the exercises does
-not run, and the checker calls come from the release, after the answer, in cells of the grader's own. Those calls
-use the checkers as they were before any student code ran. Each verdict reaches the grader as an output of the
-grader's cell (``VERDICT``), passed on by the process that runs the kernel on a channel the kernel is not given (in the sandbox below, cannot
-even see): printing, logging, displaying or writing a verdict from the notebook counts for nothing.
+not run, and the checker calls come from the release, after the answer. The checkers do not run in the kernel: the
+process that runs it (the runner) runs them, as the course wrote them, and each call they make of a student's function
+crosses to the kernel and back as data (``course_utils.remote``). So the comparison, the message and the status are
+made where no answer reaches, and passed on to the grader on a channel the kernel is not given (in the sandbox below,
+cannot even see): printing, logging, displaying or writing a verdict from the notebook counts for nothing, and so does
+patching anything of the checkers in the kernel.
 
 Each exercise is reported as
 
@@ -23,9 +25,9 @@ Each exercise is reported as
   past its time limit).
 
 An answer that reaches past the exercise (the checkers, the grader, ``sys.modules``, the output machinery, a library's
-attributes...) or calls a ready-made version of it is graded, and flagged for review (``review`` in the CSV): code in
-an answer cell runs in the same kernel as the checker after it, and could change what that checker does. The
-instructor guide says what that leaves open.
+attributes, the call stack...) or calls a ready-made version of it is graded, and flagged for review (``review`` in
+the CSV), from that answer onward: code in an answer cell runs in the same kernel as the functions the checkers call
+after it, and could change what they return. The instructor guide says what that leaves open.
 
 Each submission's kernel runs in a scratch folder of its own, under a time limit after which the kernel and every
 process of its session are ended, with its address space and its outputs capped. Where bubblewrap runs (Linux, with
@@ -53,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +68,7 @@ __all__ = ["Report", "Result", "exercises", "grade", "main", "run_notebook"]
 CHECK_CALL = re.compile(r"^[ \t]*(check_\w+)\((?:\s*[\"']([\w-]+)[\"']|\s*\w+\s*,\s*[\"']([\w-]+)[\"'])?", re.MULTILINE)
 STATUSES = ("pass", "fail", "answered", "not attempted", "not run")
 RELEASE = Path(__file__).resolve().parents[1] / "notebooks" / "student"  # in a checkout of the course
-VERDICT = "application/vnd.course-verdict+json"  # the MIME type of a verdict, as the grader's cells display it
-GRADER = "__course_grader__"  # the kernel-side grader, created by the graded notebook's first cell
+GRADER = "__course_grader__"  # the kernel's end of the link to the checkers, made by the graded notebook's first cell
 # What an answer has no need to touch: the checkers and the grader, imports by name, the output machinery, the
 # interpreter's insides (a dunder attribute other than __init__, frames, the garbage collector), and assignments to
 # the attributes of a library (torch.Tensor.any = ...).
@@ -74,7 +76,7 @@ REACHES_PAST = re.compile(
     r"course_utils|__course_grader__|\bcheck_\w+\s*(=|\.)|sys\.modules|builtins|get_ipython|IPython|sys\.std(out|err)"
     r"|\bdisplay\(|globals\(\)|\bvars\(|setattr\(|importlib|__import__|(?<![\w.])(exec|eval|compile)\(|Verdict"
     r"|fork_rng|\.__(?!init__\b)\w+__|__torch_function__|__torch_dispatch__|_getframe|currentframe|f_back|f_globals"
-    r"|\bgc\.|ctypes|\bos\.(kill|fork|setsid|getppid)|signal\.|/proc"
+    r"|\bgc\.|ctypes|\bos\.(kill|fork|setsid|getppid)|signal\.|/proc|\binspect\.|\btraceback\.|sys\._"
     r"|^[ \t]*(torch|nn|F|np|math|random|os|sys)\.[\w.]+\s*=(?!=)",
     re.MULTILINE,
 )
@@ -100,11 +102,12 @@ OWN_ANSWER = {
 OUTPUT_LIMIT = 100_000  # characters of output kept per cell; a flood beyond it is dropped
 
 # Run in a child process, so that a notebook that loops or kills its kernel cannot take the grader with it. It reads
-# the notebook to run on its standard input and writes, on its standard output, one JSON line for the kernel's pid and
-# one per cell run: the verdicts it displayed and the errors it raised. The kernel's own streams go nowhere (and it
+# the notebook to run on its standard input, runs each cell in the kernel but the verdict cells, whose checkers it
+# runs itself (on RemoteFunctions), and writes, on its standard output, one JSON line for the kernel's pid and one per
+# cell: the verdicts of its checkers and the errors the cell raised. The kernel's own streams go nowhere (and it
 # inherits no other descriptor), so nothing the notebook runs can write to that channel; no file holds the results.
 # argv: the scratch folder the kernel runs in, the characters of output kept per cell, the MiB of address space
-# allowed (0: no cap).
+# allowed (0: no cap), the sandbox's command line (JSON, [] for none), the folder of the sockets and the calls' files.
 RUNNER = r"""
 import sys
 sys.modules["rfc3987_syntax"] = None  # jsonschema's optional IRI checks, unused by nbformat: 1 s of grammar building
@@ -112,6 +115,7 @@ import json, resource, subprocess, nbformat
 from nbclient import NotebookClient
 
 workdir, limit, memory, sandbox, sockets = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
+folder = sockets  # also where the checkers' calls and the kernel's answers are written
 if memory:  # the kernel inherits the cap on its address space
     resource.setrlimit(resource.RLIMIT_AS, (memory * 2**20, memory * 2**20))
 nb = nbformat.reads(sys.stdin.read(), as_version=4)
@@ -135,7 +139,7 @@ class Client(NotebookClient):
         if out is None:
             return None
         used[cell_index] = used.get(cell_index, 0) + len(json.dumps(out))
-        keep = out.get("output_type") == "error" or "VERDICT" in out.get("data", {})
+        keep = out.get("output_type") == "error"
         if used[cell_index] > limit and not keep and outs and outs[-1] is out:
             outs.pop()  # beyond the cell's share: dropped, once said so
             if cell_index not in noted:
@@ -152,45 +156,67 @@ def started(notebook):
     say({"kernel": client.km.provisioner.pid})
 
 def executed(cell, cell_index, execute_reply):
+    if cell.get("metadata", {}).get("course_synthetic"):
+        return  # a call of the grader's own, within a verdict cell
     outputs = cell.get("outputs", [])
-    verdicts = [o["data"]["VERDICT"] for o in outputs
-                if o.get("output_type") == "display_data" and isinstance(o.get("data", {}).get("VERDICT"), dict)]
     errors = [f"{o.get('ename', '?')}: {o.get('evalue', '')}"[:200] for o in outputs if o.get("output_type") == "error"]
-    say({"cell": cell_index, "verdicts": verdicts, "errors": errors})
+    say({"cell": cell_index, "verdicts": [], "errors": errors})  # what the kernel displays is no verdict
 
 client = Client(nb, km=manager, kernel_name="python3", allow_errors=True, timeout=None, on_notebook_start=started,
                 on_cell_executed=executed, resources={"metadata": {"path": workdir}})
-client.execute(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-""".replace("VERDICT", VERDICT)
 
-# The graded notebook's first cell: the checkers are taken now, before any student code runs.
-SETUP = f"""
-from course_utils.grade import KernelGrader as _KernelGrader
-{GRADER} = _KernelGrader()
-del _KernelGrader
+# The checkers run here, in this process, as the course wrote them (imported before any student code runs); each
+# call of a student's function crosses to the kernel and back as data (course_utils.remote).
+import contextlib, io
+from nbclient.exceptions import DeadKernelError
+from course_utils import checks
+from course_utils.remote import Link
+
+class Ended(Exception):
+    pass
+
+current = [0]  # the verdict cell being judged: the kernel's outputs of each call go with it
+
+def run(code):
+    cell = nbformat.v4.new_code_cell(code, metadata={"course_synthetic": True})
+    try:
+        client.execute_cell(cell, current[0])
+    except DeadKernelError as e:
+        raise Ended(f"the kernel died: {e}") from None
+    raised = [f"{o.get('ename', '?')}: {o.get('evalue', '')}" for o in cell.outputs if o.get("output_type") == "error"]
+    if raised:
+        raise RuntimeError(raised[0][:1000])
+
+link = Link(run, folder)
+
+def judge(index, calls):
+    current[0], verdicts, errors = index, [], []
+    for call in calls:
+        try:
+            args = [link.hold(a["expression"]) if "expression" in a else a["literal"] for a in call["args"]]
+        except RuntimeError as e:
+            errors.append(str(e)[:200])
+            continue
+        with contextlib.redirect_stdout(io.StringIO()):
+            found = getattr(checks, call["checker"])(*args)
+        verdicts.append({"exercise": found.exercise, "status": found.status, "message": found.message})
+    say({"cell": index, "verdicts": verdicts, "errors": errors})
+
+with client.setup_kernel(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+    for index, cell in enumerate(nb.cells):
+        calls = cell.get("metadata", {}).get("course_calls")
+        try:
+            judge(index, calls) if calls is not None else client.execute_cell(cell, index)
+        except (Ended, DeadKernelError) as e:
+            sys.exit(f"the kernel died: {e}")
 """
 
-
-class KernelGrader:
-    """The grader's side inside the kernel: the checkers as they were when it was made, and ``report`` to hand a
-    verdict to the grader as an output of the grader's own cell."""
-
-    def __init__(self) -> None:
-        from . import checks
-
-        self._checkers = {name: getattr(checks, name) for name in checks.__all__ if name.startswith("check_")}
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["_checkers"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def report(self, verdict: Any) -> None:
-        from IPython.display import display
-
-        record = {"exercise": verdict.exercise, "status": verdict.status, "message": verdict.message}
-        display({VERDICT: record}, raw=True)
+# The graded notebook's first cell: the kernel's end of the link the checkers call the answers through.
+SETUP = f"""
+from course_utils.remote import KernelSide as _KernelSide
+{GRADER} = _KernelSide()
+del _KernelSide
+"""
 
 
 @dataclass(frozen=True)
@@ -332,16 +358,29 @@ def _answer(source: str) -> str:
     return "".join(lines).rstrip() + "\n"
 
 
-def _verdict_cell(source: str) -> str:
-    """The release's checker calls of an exercise cell, made through the kernel-side grader."""
-    calls = [line.strip() for line in source.splitlines() if CHECK_CALL.match(line)]
-    return "\n".join(f"{GRADER}.report({GRADER}.{call.split('#')[0].strip()})" for call in calls)
+def _verdict_calls(source: str) -> list[dict[str, Any]]:
+    """The release's checker calls of an exercise cell, as the runner makes them: each checker's name and its
+    arguments, a literal (a prediction's question) as itself, anything else as the expression the kernel evaluates."""
+    import ast
+
+    calls = []
+    for line in source.splitlines():
+        if not CHECK_CALL.match(line):
+            continue
+        node = ast.parse(line.split("#")[0].strip(), mode="eval").body
+        assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name), line
+        args = [
+            {"literal": a.value} if isinstance(a, ast.Constant) else {"expression": ast.unparse(a)} for a in node.args
+        ]
+        calls.append({"checker": node.func.id, "args": args})
+    return calls
 
 
 def reviews(answer: str, names: Sequence[str]) -> dict[str, str]:
     """Why an instructor should read ``answer``, the answer to the exercises ``names``: it reaches past the exercise
     (``REACHES_PAST``), or calls the course's own version of what it asks for (``OWN_ANSWER``). Empty if neither."""
     found: dict[str, str] = {}
+    answer = unicodedata.normalize("NFKC", answer)  # as Python reads identifiers: look-alike letters are the same
     reach = REACHES_PAST.search(answer)
     for name in names:
         own = OWN_ANSWER.get(name.split("[")[0])
@@ -372,7 +411,7 @@ def _graded_notebook(nb: Any, release: Any) -> _Graded:
     out = nbformat.v4.new_notebook(metadata=release.metadata)
     graded = _Graded(out, {}, {}, {}, [])
     out.cells.append(nbformat.v4.new_code_cell(SETUP.strip()))
-    number, position = 0, 0
+    number, position, tampered = 0, 0, ""
     for cell in release.cells:
         if cell.cell_type != "code":
             continue
@@ -393,10 +432,20 @@ def _graded_notebook(nb: Any, release: Any) -> _Graded:
         else:
             answer = _answer(mine.source)
             graded.reviews.update(reviews(answer, names))
+            reached = next((graded.reviews[n] for n in names if "mentions" in graded.reviews.get(n, "")), None)
+            if reached and not tampered:
+                tampered = f"an earlier answer ({', '.join(names)}) reaches past its exercise, which can change what "
+                tampered += "every later answer returns: read them"
+        if tampered:  # from the first answer that reaches past its exercise onward
+            for name in names:
+                graded.reviews.setdefault(name, tampered)
         graded.numbers[len(out.cells)] = number
         out.cells.append(nbformat.v4.new_code_cell(answer))
         graded.verdict_cells[len(out.cells)] = names
-        out.cells.append(nbformat.v4.new_code_cell(_verdict_cell(cell.source)))
+        calls = _verdict_calls(cell.source)
+        out.cells.append(
+            nbformat.v4.new_code_cell("# the checkers, run by the grader", metadata={"course_calls": calls})
+        )
     return graded
 
 
@@ -743,12 +792,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     before = (
         {s: signal.signal(s, stop) for s in signals} if threading.current_thread() is threading.main_thread() else {}
     )
-    try:
+    try:  # a second signal while the table and the CSV are written ends nothing more: they are written
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:  # each notebook runs in its own process
             reports = list(pool.map(one, args.notebooks))
-    finally:
-        for s, handler in before.items():
+        return _report(reports, args.csv, received)
+    finally:  # called from Python (argv given), the caller's handlers come back; from the command line they stay
+        for s, handler in before.items() if argv is not None else ():
             signal.signal(s, handler)
+
+
+def _report(reports: Sequence[Report], to_csv: Path | None, received: Sequence[int]) -> int:
+    """Print the table and what is to be read, write the CSV; the exit status."""
     results = [result for report in reports for result in report.results]
     print(_table(results))
     unreadable = [f"{report.notebook}: {report.unreadable}" for report in reports if report.unreadable]
@@ -763,8 +817,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     review = [r for r in results if r.review]
     if review:
         print("\nto read by hand:\n" + "\n".join(f"  {r.notebook}, {r.exercise}: {r.review}" for r in review))
-    if args.csv:
-        with args.csv.open("w", newline="", encoding="utf-8") as f:
+    if to_csv:
+        with to_csv.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(["notebook", "exercise", "status", "message", "review"])
             writer.writerows((r.notebook, r.exercise, r.status, r.message, r.review) for r in results)

@@ -2,6 +2,7 @@
 
 import collections
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -16,7 +17,12 @@ def no_empty_rows(mask: torch.Tensor) -> torch.Tensor:
 
 
 def verdict(check, fn, capsys):
-    """Run a checker on an answer: (passed, what it printed)."""
+    """Run a checker on an answer: (passed, what it printed). With ``TESTS_REMOTE_ANSWERS=1`` the answer runs as
+    the grader runs it, across a link (``course_utils.remote.loopback``): every value crosses as data."""
+    if os.environ.get("TESTS_REMOTE_ANSWERS") == "1" and callable(fn):
+        from course_utils.remote import loopback
+
+        fn = loopback({"answer": fn}).hold("answer")
     ok = check(fn)
     return ok, capsys.readouterr().out
 

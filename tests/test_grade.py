@@ -188,8 +188,8 @@ def test_a_hook_that_adds_verdicts_to_the_graders_cells_gains_nothing(tmp_path, 
         "get_ipython().events.register('post_run_cell', lambda *a: show({'application/vnd.course-verdict+json': forged}, raw=True))\n"
     )
     report = run_notebook(submission(tmp_path, causal=hook + CAUSAL_STUB), 120, release=tiny_release)
-    assert statuses(report)[0] == ("check_causal_mask", "not run") and "2 verdicts" in report.results[0].message
-    assert report.results[0].review
+    assert statuses(report)[0] == ("check_causal_mask", "not attempted")  # what the kernel displays is not read
+    assert report.results[0].review  # get_ipython: flagged
 
 
 def test_patching_a_checkers_internals_from_an_answer_is_flagged_for_review(tmp_path, tiny_release):
@@ -200,13 +200,12 @@ def test_patching_a_checkers_internals_from_an_answer_is_flagged_for_review(tmp_
     assert "course_utils" in report.results[0].review
 
 
-def test_a_tensor_that_lies_about_comparisons_is_refused(tmp_path, tiny_release):
+def test_a_tensor_that_lies_about_comparisons_reaches_the_checker_as_a_plain_tensor(tmp_path, tiny_release):
     lie = "class Lie(torch.Tensor):\n    def __bool__(self):\n        return False\n\n\n"
     lie += "def my_causal_mask(size):\n    return torch.zeros(size, size, dtype=torch.bool).as_subclass(Lie)"
     report = run_notebook(submission(tmp_path, causal=lie + CAUSAL_CALL), 120, release=tiny_release)
-    assert (
-        statuses(report)[0] == ("check_causal_mask", "fail") and "subclass of torch.Tensor" in report.results[0].message
-    )
+    # Only data crosses to the checker: a plain tensor of zeros, judged as it is.
+    assert statuses(report)[0] == ("check_causal_mask", "fail") and "the future" not in report.results[0].review
 
 
 @pytest.mark.parametrize(

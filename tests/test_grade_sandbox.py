@@ -22,6 +22,7 @@ from test_grade import (
     PADDING_CALL,
     PADDING_STUB,
     SETUP,
+    WRONG_CAUSAL,
     skip_without_a_sandbox,
     statuses,
     submission,
@@ -152,7 +153,8 @@ def test_a_grader_told_to_stop_ends_every_run_and_reports_what_it_graded(tmp_pat
         grader.send_signal(sig)
         time.sleep(0.3)
     printed, said = grader.communicate(timeout=30)
-    assert grader.returncode == 128 + signals[0], said
+    # 143 (SIGTERM's status); or killed by the Ctrl-C itself, where it came after the grader was done
+    assert grader.returncode in (128 + signals[0], -signals[1]), said
     rows = {(Path(r["notebook"]).name, r["exercise"]): r["status"] for r in csv.DictReader(out.open())}
     assert rows[("bob.ipynb", "check_causal_mask")] == "pass" and rows[("bob.ipynb", "check_padding_mask")] == "pass"
     assert rows[("eve.ipynb", "check_causal_mask")] == "pass"
@@ -181,3 +183,55 @@ def _cmdline(proc):
         return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+# --- cheats from the red team: the checkers run in the grader's process, so none reaches them -------------------
+
+CHEATS = {
+    "a checker module's verdict replaced": (
+        "import inspect\nfrom course_utils.checks import check_causal_mask, Verdict\n"
+        "inspect.getmodule(check_causal_mask).verdict = lambda run, name=None: Verdict(True, '✅ right', "
+        "'check_causal_mask')\n"
+    ),
+    "the kernel's grader object replaced through gc": (
+        "import gc\nfor o in gc.get_objects():\n"
+        "    if type(o).__name__ == 'KernelSide':\n        o.serve = lambda path: None\n"
+    ),
+    "the output machinery patched": (
+        "import IPython.display as shown\nshown.display = lambda *a, **k: None\nprint('✅ right')\n"
+    ),
+    "Verdict swapped in sys.modules": (
+        "import sys\nsys.modules['course_utils.checks._core'].Verdict = lambda *a, **k: True\n"
+    ),
+    "written with look-alike letters": "import ｃｏｕｒｓｅ_utils.checks as c\nc.check_causal_mask = None\n",
+    "the import machinery patched": (
+        "import builtins\nreal = builtins.__import__\n"
+        "builtins.__import__ = lambda name, *a, **k: real(name, *a, **k)\n"
+    ),
+    "the string 'fail' overwritten with ctypes": (
+        "import ctypes, sys\nword = sys.intern('fail')\n"
+        "ctypes.memmove(id(word) + sys.getsizeof(word) - 5, b'pass', 4)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS), ids=list(CHEATS))
+def test_a_wrong_answer_that_patches_the_kernel_still_fails_and_is_flagged(tmp_path, tiny_release, cheat):
+    answer = CHEATS[cheat] + "from course_utils.checks import check_causal_mask\n" + WRONG_CAUSAL + CAUSAL_CALL
+    report = run_notebook(submission(tmp_path, causal=answer), 120, release=tiny_release)
+    assert statuses(report)[0] == ("check_causal_mask", "fail"), report.results[0].message
+    assert report.results[0].review and report.results[1].review  # flagged from that answer onward
+
+
+def test_an_answer_that_hands_the_checker_the_courses_own_reference_is_flagged(tmp_path, tiny_release):
+    """What a sandboxed student can still do (the instructor guide says so): return the course's reference when it
+    sees the grader call. It passes, and it is flagged for the instructor to read."""
+    answer = (
+        "import inspect\nfrom course_utils import causal_mask\n\n\n"
+        "def my_causal_mask(size):\n"
+        "    if any(f.function == 'serve' for f in inspect.stack()):\n"
+        "        return causal_mask(size)\n"
+        "    return torch.ones(size, size, dtype=torch.bool)\n" + CAUSAL_CALL
+    )
+    report = run_notebook(submission(tmp_path, causal=answer), 120, release=tiny_release)
+    assert statuses(report)[0] == ("check_causal_mask", "pass") and report.results[0].review

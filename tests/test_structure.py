@@ -15,6 +15,7 @@ PACKAGE = Path(course_utils.__file__).parent
 # Each room may import the rooms listed after it, never those before it (or a sibling at its own rank).
 LAYERS = [
     ["grade"],
+    ["remote"],  # the link the grader calls answers through
     ["checks"],
     ["teaching"],
     ["training"],

@@ -120,6 +120,9 @@ def _library_attention(fn: Callable[..., Any]) -> str | None:
              torch.nn.MultiheadAttention}  # fmt: skip
     if any(fn is f for f in known):
         return getattr(fn, "__name__", "a ready-made attention")
+    library = getattr(fn, "library", None)  # set on the grader's stand-in for a function of the answer's process
+    if isinstance(library, str):
+        return library
     code = getattr(fn, "__code__", None)
     names: set[str] = set()
     stack = [code] if code is not None else []

@@ -242,17 +242,25 @@ def check_diagnosis(diagnose: Callable[[], str] | str | None, name: str) -> Verd
 # --- the causality probe's core step ---------------------------------------------------------------------------
 
 
+class _TestModel(nn.Module):
+    """ids (B, T) -> (B, T, V): one attention layer, causal or leaky. A module, not a closure, so that the grader can
+    hand it to an answer that runs in another process."""
+
+    def __init__(self, causal: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)  # both models share their weights
+        self.embed, self.attn, self.head = nn.Embedding(VOCAB, 16), MultiHeadAttention(16, 2), nn.Linear(16, VOCAB)
+        self.causal = causal
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        x = self.embed(tokens)
+        return self.head(x + self.attn(x, x, x, is_causal=self.causal)[0])
+
+
 def _test_models() -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]:
     """A causal model and a leaky one, ids (B, T) -> (B, T, V). Called inside a check, whose verdict keeps the
     student's random state."""
-    torch.manual_seed(0)
-    embed, attn, head = nn.Embedding(VOCAB, 16), MultiHeadAttention(16, 2), nn.Linear(16, VOCAB)
-
-    def model(tokens: Tensor, causal: bool) -> Tensor:
-        x = embed(tokens)
-        return head(x + attn(x, x, x, is_causal=causal)[0])
-
-    return (lambda t: model(t, True)), (lambda t: model(t, False))
+    return _TestModel(True).eval(), _TestModel(False).eval()
 
 
 # The toy models' weight at each position: uneven, so that output j moves less than a later one and the positions
