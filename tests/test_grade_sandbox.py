@@ -205,8 +205,7 @@ CHEATS = {
     ),
     "written with look-alike letters": "import ｃｏｕｒｓｅ_utils.checks as c\nc.check_causal_mask = None\n",
     "the import machinery patched": (
-        "import builtins\nreal = builtins.__import__\n"
-        "builtins.__import__ = lambda name, *a, **k: real(name, *a, **k)\n"
+        "import builtins\nreal = builtins.__import__\nbuiltins.__import__ = lambda name, *a, **k: real(name, *a, **k)\n"
     ),
     "the string 'fail' overwritten with ctypes": (
         "import ctypes, sys\nword = sys.intern('fail')\n"
