@@ -549,7 +549,7 @@ def stop_every_run() -> None:
         _end_session(sid)
 
 
-def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool) -> _Run:
+def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool, threads: int | None = None) -> _Run:
     """Execute ``notebook`` in a scratch folder (and a sandbox) and end the kernel and everything it started."""
     import nbformat
 
@@ -566,6 +566,8 @@ def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool) 
         os.mkdir(scratch)
         env = {k: v for k, v in os.environ.items() if not k.startswith("JPY_")}
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+        if threads and "OMP_NUM_THREADS" not in env:  # kernels side by side: each its share of the cores
+            env["OMP_NUM_THREADS"] = str(threads)
         sandbox = json.dumps(sandbox_command(scratch, sockets) if sandboxed else [])
         process = subprocess.Popen(
             [sys.executable, "-c", RUNNER, scratch, str(OUTPUT_LIMIT), str(memory_mb or 0), sandbox, sockets],
@@ -655,13 +657,15 @@ def run_notebook(
     chapter: str | None = None,
     memory_mb: int | None = 8192,
     sandbox: str = "auto",
+    threads: int | None = None,
 ) -> Report:
     """Grade one submission: its exercises' results, the cells that raised and why it stopped, if it did. ``release``
     is the folder of the course's student editions (default: ``notebooks/student`` of this checkout), or those editions
     already read (``{"01_attention": notebook, ...}``: a class's grading reads them once, before any runs); ``chapter``
     (e.g. ``"01_attention"``), if given, is the only chapter accepted; ``memory_mb`` caps the kernel's address space;
     ``sandbox`` is ``"auto"`` (the kernel in a bubblewrap sandbox where this machine has one), ``"bwrap"`` (a sandbox
-    or an error) or ``"none"``."""
+    or an error) or ``"none"``; ``threads``, if given, the threads PyTorch's kernels may use (``OMP_NUM_THREADS``,
+    unless it is set already)."""
     if sandbox not in ("auto", "bwrap", "none"):
         raise ValueError(f"sandbox={sandbox!r}: use 'auto', 'bwrap' or 'none'")
     missing = sandbox_missing() if sandbox != "none" else "switched off"
@@ -675,7 +679,7 @@ def run_notebook(
     except NotGradable as e:
         return Report(str(path), [], [], None, unreadable=str(e))
     graded = _graded_notebook(nb, releases[stem])
-    run = _run(graded.notebook, timeout, memory_mb, sandboxed=not missing)
+    run = _run(graded.notebook, timeout, memory_mb, sandboxed=not missing, threads=threads)
     stopped = run.stopped
     if run.suspicious:  # counts against the submission: every exercise is to be read
         graded.reviews = {n: f"{run.suspicious}: read it" for names in graded.verdict_cells.values() for n in names}
@@ -758,11 +762,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no sandbox ({missing}): students' code runs with your rights, so these grades are formative only "
               "(the instructor guide says why)", file=sys.stderr, flush=True)  # fmt: skip
 
+    # Notebooks side by side share the cores: threads that spin for a core held by another kernel slow every run
+    # many times over (chapter 09, graded beside 08 and 10 on two cores: over 15 minutes; one thread each, 92 s).
+    threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
+
     def one(path: Path) -> Report:
         start = time.perf_counter()
         report = run_notebook(
-            path, args.timeout, release=releases, chapter=args.chapter, memory_mb=args.memory, sandbox=args.sandbox
-        )
+            path, args.timeout, release=releases, chapter=args.chapter, memory_mb=args.memory, sandbox=args.sandbox,
+            threads=threads,
+        )  # fmt: skip
         if report.unreadable:
             print(f"{path}: {report.unreadable}", file=sys.stderr, flush=True)
             return report
