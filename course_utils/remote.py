@@ -1,7 +1,7 @@
 """The checkers in the grader's process, the student's functions in the student's: calls that cross as data.
 
-The grader (``course_utils.grade``) runs each submission's answers in a kernel, and each checker in its own process,
-which no answer reaches. A checker is given a ``RemoteFunction`` where it would be given the student's function: each
+The grader (``course_utils.grade``) runs each submission's answers in a kernel, and each checker in the runner, the
+grader's process that drives that kernel (outside its sandbox, where no answer reaches). A checker is given a ``RemoteFunction`` where it would be given the student's function: each
 call writes the arguments to a file in the kernel's folder, has the kernel run the function on them (``KernelSide``,
 the grader's object in the kernel), and reads the result back as data only (``torch.load(weights_only=True)``:
 tensors, numbers, strings, lists, tuples and dicts, never an object that runs code). What the call did to its
