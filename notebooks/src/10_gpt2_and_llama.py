@@ -698,8 +698,9 @@ config = TrainConfig(
     steps=200, batch_size=32, lr=3e-3, warmup_steps=20, schedule="cosine", label_smoothing=0.0, betas=(0.9, 0.95)
 )
 val_loss, seconds = {name: [] for name in builders}, {name: [] for name in builders}
-for name, build in builders.items():
-    for seed in (0, 1, 2):
+sizes = {}
+for seed in (0, 1, 2):  # the three models in turn, seed by seed: a busy moment of the machine slows each alike
+    for name, build in builders.items():
         set_seed(seed)
         model = build().to(device)
         history = train(
@@ -711,8 +712,10 @@ for name, build in builders.items():
         )
         seconds[name].append(history.seconds)
         val_loss[name].append(estimate_loss(model, {"val": val_ids}, config.batch_size, iters=20)["val"])
-    print(f"{name:14} {count_parameters(model):,} parameters, {1000 * statistics.median(seconds[name]) / 200:.1f} ms "
-          "a step (median of the seeds)")  # fmt: skip
+        sizes[name] = count_parameters(model)
+for name in builders:
+    print(f"{name:14} {sizes[name]:,} parameters, {1000 * statistics.median(seconds[name]) / 200:.1f} ms a step "
+          "(median of the seeds)")  # fmt: skip
 for name, losses in val_loss.items():
     print(f"{name:14} validation loss by seed: {', '.join(f'{v:.3f}' for v in losses)}; "
           f"mean {statistics.mean(losses):.3f}, spread {max(losses) - min(losses):.3f}")  # fmt: skip
