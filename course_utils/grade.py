@@ -167,10 +167,18 @@ client = Client(nb, km=manager, kernel_name="python3", allow_errors=True, timeou
 
 # The checkers run here, in this process, as the course wrote them (imported before any student code runs); each
 # call of a student's function crosses to the kernel and back as data (course_utils.remote).
-import contextlib, io
+import contextlib, io, threading
 from nbclient.exceptions import DeadKernelError
-from course_utils import checks
-from course_utils.remote import Link
+
+course = {}  # the checkers and the link, imported while the kernel starts (both take seconds), before any cell runs
+
+def load():
+    from course_utils import checks
+    from course_utils.remote import Link
+    course.update(checks=checks, Link=Link)
+
+loading = threading.Thread(target=load)
+loading.start()
 
 class Ended(Exception):
     pass
@@ -187,10 +195,10 @@ def run(code):
     if raised:
         raise RuntimeError(raised[0][:1000])
 
-link = Link(run, folder)
 
 def judge(index, calls):
     current[0], verdicts, errors = index, [], []
+    checks, link = course["checks"], course["link"]
     for call in calls:
         try:
             args = [link.hold(a["expression"]) if "expression" in a else a["literal"] for a in call["args"]]
@@ -203,6 +211,10 @@ def judge(index, calls):
     say({"cell": index, "verdicts": verdicts, "errors": errors})
 
 with client.setup_kernel(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+    loading.join()
+    if "checks" not in course:
+        sys.exit("the grader could not import course_utils.checks")
+    course["link"] = course["Link"](run, folder)
     for index, cell in enumerate(nb.cells):
         calls = cell.get("metadata", {}).get("course_calls")
         try:
