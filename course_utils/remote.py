@@ -435,7 +435,7 @@ class Link:
             for name, module in arg.named_modules()
             if module._forward_pre_hooks  # pyright: ignore[reportPrivateUsage]
         ]
-        sent_args, sent_kwargs = _without_hooks(_detached(args)), _without_hooks(_detached(kwargs))
+        sent_args, sent_kwargs = _map(args, _sendable), _map(kwargs, _sendable)
         buffer = io.BytesIO()
         torch.save({"slot": slot, "args": sent_args, "kwargs": sent_kwargs, "grad": grad, "hooked": hooked}, buffer)
         _write_new(path + ".in", buffer.getvalue())
@@ -461,7 +461,7 @@ class Link:
             leaves = [_at(args, where) for where in grad]
             found = _tensor_paths(result)
             tied = _Through.apply(self, path, [t for _, t in found], list(reply["graph"]), *leaves)
-            result = _replace(result, [where for where, _ in found], list(tied))
+            result = _replace(result, list(tied))
         return result
 
     def gradients(self, path: str, grads: list[Tensor | None]) -> list[Tensor | None]:
@@ -475,21 +475,23 @@ class Link:
         return list(reply["grads"])
 
 
-def _detached(value: Any) -> Any:
+def _map(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with ``leaf`` applied to everything in it that is not a list, tuple or dict (the order in which
+    ``_tensor_paths`` finds tensors)."""
+    if isinstance(value, list):
+        return [_map(v, leaf) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_map(v, leaf) for v in value)
+    if isinstance(value, dict):
+        return {k: _map(v, leaf) for k, v in value.items()}
+    return leaf(value)
+
+
+def _sendable(value: Any) -> Any:
+    """One argument of a call, as it is sent: a tensor detached (its need of a gradient is sent apart), a module copied
+    without its hooks (a checker's hooks are its own, and a lambda does not cross; the kernel records the calls)."""
     if isinstance(value, Tensor):
         return value.detach()
-    if isinstance(value, list):
-        return [_detached(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_detached(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
-    return value
-
-
-def _without_hooks(value: Any) -> Any:
-    """``value`` with every module in it copied without its hooks (a checker's hooks are its own, and a lambda does
-    not cross); the kernel counts the calls instead."""
     if isinstance(value, nn.Module) and any(m._forward_pre_hooks or m._forward_hooks for m in value.modules()):  # pyright: ignore[reportPrivateUsage]
         saved = [(m, m._forward_pre_hooks, m._forward_hooks) for m in value.modules()]  # pyright: ignore[reportPrivateUsage]
         try:
@@ -502,12 +504,6 @@ def _without_hooks(value: Any) -> Any:
                 m._forward_pre_hooks, m._forward_hooks = pre, post  # pyright: ignore[reportPrivateUsage]
         buffer.seek(0)
         return torch.load(buffer, weights_only=False)
-    if isinstance(value, list):
-        return [_without_hooks(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_without_hooks(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _without_hooks(v) for k, v in value.items()}
     return value
 
 
@@ -580,28 +576,10 @@ def _apply_after(given: Any, after: Any) -> None:
                 _write_into(buffers[name], value)
 
 
-def _replace(value: Any, paths: list[tuple[Any, ...]], tensors: list[Tensor]) -> Any:
-    """``value`` with the tensor at each path replaced."""
-    if not paths:
-        return value
-    if () in paths:
-        return tensors[paths.index(())]
-    if isinstance(value, list | tuple):
-        items = [
-            _replace(
-                v, [p[1:] for p in paths if p[0] == i], [t for p, t in zip(paths, tensors, strict=True) if p[0] == i]
-            )
-            for i, v in enumerate(value)
-        ]
-        return type(value)(items) if isinstance(value, tuple) else items
-    if isinstance(value, dict):
-        return {
-            k: _replace(
-                v, [p[1:] for p in paths if p[0] == k], [t for p, t in zip(paths, tensors, strict=True) if p[0] == k]
-            )
-            for k, v in value.items()
-        }
-    return value
+def _replace(value: Any, tensors: list[Tensor]) -> Any:
+    """``value`` with its tensors replaced by ``tensors``, in the order ``_tensor_paths`` finds them."""
+    new = iter(tensors)
+    return _map(value, lambda v: next(new) if isinstance(v, Tensor) else v)
 
 
 def loopback(namespace: dict[str, Any], folder: str | Path | None = None) -> Link:
