@@ -33,8 +33,11 @@ Each submission's kernel runs in a scratch folder of its own, under a time limit
 process of its session are ended, with its address space and its outputs capped. Where bubblewrap runs (Linux, with
 Debian's ``bubblewrap`` package), the kernel runs in a sandbox of its own: its own processes (a ``/proc`` that shows no
 other), no network, every file read-only but its scratch folder, a private ``/tmp``, and everything it started ended
-with it; so no submission can touch the course, the results, the grader or another submission. Without a sandbox the
-grader says so in one line: the grades are then formative only. Told to stop (Ctrl-C, SIGTERM, SIGHUP), the grader
+with it; so no submission can touch the course, the results, the grader or another submission. Elsewhere (macOS,
+Windows), the runner and the kernel run in a container of their own per submission (Docker or Podman, the image of
+``tools/grader.Dockerfile``): no network, no user but nobody, every file read-only but two folders in memory, removed
+with all it holds when the run ends. Without a sandbox the grader says so in one line: the grades are then formative
+only. Told to stop (Ctrl-C, SIGTERM, SIGHUP), the grader
 ends every run and still reports what it graded. The grader writes nothing next to a submission. A file that is not a
 course notebook is reported in one line, and the others are graded.
 """
@@ -116,13 +119,19 @@ from nbclient import NotebookClient
 
 workdir, limit, memory, sandbox, sockets = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
 folder = sockets  # also where the checkers' calls and the kernel's answers are written
+if sys.platform == "linux":  # no process of this user may read this one's memory or descriptors, or trace it (in a
+    import ctypes            # container the kernel sees it): Linux's PR_SET_DUMPABLE, 0
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+import os
+os.makedirs(workdir, exist_ok=True)  # in a container, made here
+os.makedirs(sockets, exist_ok=True)
 if memory:  # the kernel inherits the cap on its address space
     resource.setrlimit(resource.RLIMIT_AS, (memory * 2**20, memory * 2**20))
 nb = nbformat.reads(sys.stdin.read(), as_version=4)
 if sandbox:  # the kernel is started inside the sandbox, and reached over socket files in the folder it shares
-    from jupyter_client.manager import KernelManager
-
-    class Sandboxed(KernelManager):
+    from jupyter_client.manager import AsyncKernelManager  # as nbclient's own: a blocking one's client would hold the
+                                                           # event loop, and a kernel's death go unseen until the limit
+    class Sandboxed(AsyncKernelManager):
         def format_kernel_cmd(self, extra_arguments=None):
             return sandbox + super().format_kernel_cmd(extra_arguments)
 
@@ -253,7 +262,11 @@ class Report:
     unreadable: str | None = None
     chapter: str | None = None
     notes: list[str] = field(default_factory=lambda: [])
-    sandboxed: bool = False  # whether its kernel ran in a sandbox (bubblewrap)
+    sandbox: str = "none"  # where its kernel ran: "bwrap", "podman", "docker" (a container) or "none"
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.sandbox != "none"
 
 
 class NotGradable(Exception):
@@ -544,8 +557,142 @@ def sandbox_missing() -> str | None:
     return None
 
 
+ENGINES = ("podman", "docker")  # where bubblewrap cannot run, a container per submission
+IMAGE = "course-grader"  # the image tools/grader.Dockerfile builds
+SANDBOXES = ("auto", "bwrap", *ENGINES, "none")
+# What a process in a container may inherit from the grader's environment: the course's settings and the threads.
+PASSED_ON = ("OMP_NUM_THREADS", "PYTHONHASHSEED", "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES")
+IN_CONTAINER = "/grade"  # the container's one writable folder (besides /tmp), both in memory
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Where each kernel runs: ``kind`` is ``"bwrap"``, ``"podman"``, ``"docker"`` or ``"none"``; ``image`` the
+    container image (or, for podman, a folder holding a root file system); ``missing`` why there is no sandbox."""
+
+    kind: str
+    image: str = IMAGE
+    missing: str | None = None
+
+
+def course_fingerprint() -> str:
+    """A digest of this installation's ``course_utils`` (its Python files): the grader and a container's image must
+    hold the same checkers."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _container_python(image: str) -> str:
+    # An image's Python is on its PATH; a root folder (podman) is a copy of a machine's, with the grader's own Python.
+    return sys.executable if os.path.isabs(image) else "python"
+
+
+def container_command(engine: str, image: str, name: str, memory_mb: int | None = None) -> list[str]:
+    """The command line that runs a program in a new container of ``image`` named ``name``: no network, no user but
+    nobody, no capability, every file read-only but ``/grade`` and ``/tmp`` (in memory, gone with it), ``memory_mb``
+    of memory at most, the course's data folders read-only, and only the course's settings from the environment."""
+    # podman: no folders of its own in memory besides these two, and nothing copied into them from the image
+    podman = ["--read-only-tmpfs=false"] if engine == "podman" else []
+    empty = ",notmpcopyup" if engine == "podman" else ""
+    command = [
+        engine, "run", "--rm", "-i", "--name", name, "--network", "none", "--read-only", *podman,
+        "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--pids-limit", "4096",
+        "--tmpfs", f"/tmp:rw,mode=1777{empty}", "--tmpfs", f"{IN_CONTAINER}:rw,mode=1777{empty}", "--workdir", "/tmp",
+        "--env", f"HOME={IN_CONTAINER}/work", "--env", "PYDEVD_DISABLE_FILE_VALIDATION=1",
+    ]  # fmt: skip
+    if memory_mb:
+        command += ["--memory", f"{memory_mb}m"]
+    settings = {k: v for k, v in os.environ.items() if k.startswith("COURSE_") or k in PASSED_ON}
+    from .data.text import default_data_dir  # the data the chapters read: no network in there
+
+    folders = {"COURSE_DATA_DIR": str(default_data_dir()), "COURSE_DATA_MIRROR": settings.get("COURSE_DATA_MIRROR")}
+    for key, folder in folders.items():
+        if folder and os.path.isdir(folder):
+            folder = os.path.realpath(folder)
+            command += ["--volume", f"{folder}:{folder}:ro"]
+            settings[key] = folder
+        else:
+            settings.pop(key, None)
+    for key, value in sorted(settings.items()):
+        command += ["--env", f"{key}={value}"]
+    if os.path.isabs(image):  # podman: a root folder, seen through an overlay that is dropped with the container
+        return [*command, "--rootfs", f"{image}:O"]
+    return [*command, image]
+
+
+@functools.cache
+def container_missing(engine: str, image: str = IMAGE) -> str | None:
+    """Why no submission can run in a container of ``image`` on this machine, in a few words; None when one starts
+    and holds this installation's course."""
+    if shutil.which(engine) is None:
+        return f"{engine} is not installed"
+    if os.path.isabs(image):
+        if engine != "podman" or not os.path.isdir(image):
+            return f"{image}: a root folder stands in for an image with podman only, and must exist"
+    else:
+        try:
+            found = subprocess.run([engine, "image", "inspect", image], capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{engine} does not answer: {e}"
+        if found.returncode != 0:
+            return f"{engine} has no image {image!r} (build it: {engine} build -t {image} -f tools/grader.Dockerfile .)"
+    name = f"course-grade-check-{os.getpid()}-{time.time_ns()}"
+    probe = "import course_utils.grade as g; print(g.course_fingerprint())"
+    try:
+        done = subprocess.run(
+            [*container_command(engine, image, name), _container_python(image), "-c", probe],
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        _remove_container(engine, name)
+        return f"a container of {image} does not start: {e}"
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        return f"a container of {image} does not start: " + (said[-1] if said else f"exit status {done.returncode}")
+    if done.stdout.strip() != course_fingerprint():
+        return f"the image {image}'s course_utils is not this one's: build it again from this checkout"
+    return None
+
+
+def _remove_container(engine: str, name: str) -> None:
+    try:
+        subprocess.run([engine, "rm", "-f", name], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+def choose_sandbox(sandbox: str = "auto", image: str = IMAGE) -> Sandbox:
+    """The sandbox ``sandbox`` names: ``"auto"`` is bubblewrap where it runs, else a container of ``image`` (podman's,
+    then docker's) where one starts, else none; ``"bwrap"``, ``"podman"`` and ``"docker"`` raise ``RuntimeError``
+    where they cannot run, saying why; ``"none"`` is none."""
+    if sandbox not in SANDBOXES:
+        raise ValueError(f"sandbox={sandbox!r}: use one of {', '.join(map(repr, SANDBOXES))}")
+    if sandbox == "none":
+        return Sandbox("none", image, "switched off")
+    if sandbox in ("bwrap", "auto"):
+        missing = sandbox_missing()
+        if not missing:
+            return Sandbox("bwrap", image)
+        if sandbox == "bwrap":
+            raise RuntimeError(f"no sandbox: {missing}")
+        for engine in ENGINES:
+            if shutil.which(engine) and not container_missing(engine, image):
+                return Sandbox(engine, image)
+        return Sandbox("none", image, f"{missing}; no container of {image} either (the instructor guide says how)")
+    missing = container_missing(sandbox, image)
+    if missing:
+        raise RuntimeError(f"no sandbox: {missing}")
+    return Sandbox(sandbox, image)
+
+
 # The runs in progress, for a grader told to stop (Ctrl-C, SIGTERM, SIGHUP): the sessions to end.
 _LIVE: set[int] = set()
+_CONTAINERS: dict[str, str] = {}  # the containers running (name: engine), to remove
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 STOPPED = "the grading was stopped before this notebook's run ended"
@@ -557,12 +704,16 @@ def stop_every_run() -> None:
     _STOPPING.set()
     with _LIVE_LOCK:
         sessions = list(_LIVE)
+        containers = list(_CONTAINERS.items())
     for sid in sessions:
         _end_session(sid)
+    for name, engine in containers:
+        _remove_container(engine, name)
 
 
-def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool, threads: int | None = None) -> _Run:
-    """Execute ``notebook`` in a scratch folder (and a sandbox) and end the kernel and everything it started."""
+def _run(notebook: Any, timeout: float, memory_mb: int | None, sandbox: Sandbox, threads: int | None = None) -> _Run:
+    """Execute ``notebook`` in a scratch folder (in a sandbox, or a container) and end the kernel and everything it
+    started."""
     import nbformat
 
     if _STOPPING.is_set():
@@ -580,10 +731,23 @@ def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool, 
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
         if threads and "OMP_NUM_THREADS" not in env:  # kernels side by side: each its share of the cores
             env["OMP_NUM_THREADS"] = str(threads)
-        sandbox = json.dumps(sandbox_command(scratch, sockets) if sandboxed else [])
+        container = None
+        if sandbox.kind in ENGINES:  # the runner and the kernel in a container, the runner's output its only way out
+            container = f"course-grade-{os.getpid()}-{time.time_ns()}"
+            prefix = [
+                *container_command(sandbox.kind, sandbox.image, container, memory_mb),
+                _container_python(sandbox.image),
+            ]
+            scratch, sockets, wrap = f"{IN_CONTAINER}/work", f"{IN_CONTAINER}/sockets", "[]"
+        else:
+            prefix = [sys.executable]
+            wrap = json.dumps(sandbox_command(scratch, sockets) if sandbox.kind == "bwrap" else [])
+        with _LIVE_LOCK:
+            if container:
+                _CONTAINERS[container] = sandbox.kind
         process = subprocess.Popen(
-            [sys.executable, "-c", RUNNER, scratch, str(OUTPUT_LIMIT), str(memory_mb or 0), sandbox, sockets],
-            env=env, cwd=scratch, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            [*prefix, "-c", RUNNER, scratch, str(OUTPUT_LIMIT), str(memory_mb or 0), wrap, sockets],
+            env=env, cwd=tmp if container else scratch, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
             start_new_session=True,
         )  # fmt: skip
         with _LIVE_LOCK:
@@ -597,7 +761,7 @@ def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool, 
             for line in process.stdout:
                 (late if ended.is_set() else said).append(line)
                 record = _lines(line)
-                if record and isinstance(record[0].get("kernel"), int):
+                if record and isinstance(record[0].get("kernel"), int) and not container:  # a pid of this machine
                     with _LIVE_LOCK:
                         _LIVE.add(record[0]["kernel"])  # the kernel runs in a session of its own
 
@@ -620,6 +784,8 @@ def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool, 
                 stopped = "the notebook stopped: " + (last[-1] if last else f"exit status {process.returncode}")
         except subprocess.TimeoutExpired:
             stopped = f"stopped after the time limit of {timeout:g} s"
+            if container:
+                _remove_container(sandbox.kind, container)
             _end_session(process.pid)  # the runner first: once it is gone, it says no more
         finally:
             if process.poll() is None:  # interrupted otherwise: nothing of the run may outlive the grader
@@ -630,11 +796,14 @@ def _run(notebook: Any, timeout: float, memory_mb: int | None, sandboxed: bool, 
             reader.join(0.2)
             held = reader.is_alive()
             records = _lines("".join(said))
-            kernels = [r["kernel"] for r in records if isinstance(r.get("kernel"), int)]
+            kernels = [r["kernel"] for r in records if isinstance(r.get("kernel"), int) and not container]
             for sid in [*kernels, process.pid]:  # the kernel runs in a session of its own, as jupyter_client starts it
                 _end_session(sid)
+            if container:  # every process in it ends with it, and everything it wrote
+                _remove_container(sandbox.kind, container)
             with _LIVE_LOCK:
                 _LIVE.difference_update([*kernels, process.pid])
+                _CONTAINERS.pop(container or "", None)
     cells: dict[int, dict[str, Any]] = {}
     suspicious = []
     for record in records:
@@ -668,21 +837,18 @@ def run_notebook(
     release: str | Path | dict[str, Any] | None = None,
     chapter: str | None = None,
     memory_mb: int | None = 8192,
-    sandbox: str = "auto",
+    sandbox: str | Sandbox = "auto",
     threads: int | None = None,
 ) -> Report:
     """Grade one submission: its exercises' results, the cells that raised and why it stopped, if it did. ``release``
     is the folder of the course's student editions (default: ``notebooks/student`` of this checkout), or those editions
     already read (``{"01_attention": notebook, ...}``: a class's grading reads them once, before any runs); ``chapter``
     (e.g. ``"01_attention"``), if given, is the only chapter accepted; ``memory_mb`` caps the kernel's address space;
-    ``sandbox`` is ``"auto"`` (the kernel in a bubblewrap sandbox where this machine has one), ``"bwrap"`` (a sandbox
-    or an error) or ``"none"``; ``threads``, if given, the threads PyTorch's kernels may use (``OMP_NUM_THREADS``,
+    ``sandbox`` is ``"auto"`` (the kernel in a bubblewrap sandbox where this machine has one, else in a container of
+    the grader's image where one starts), ``"bwrap"``, ``"podman"`` or ``"docker"`` (that sandbox or an error),
+    ``"none"``, or a ``Sandbox`` from ``choose_sandbox``; ``threads``, if given, the threads PyTorch's kernels may use (``OMP_NUM_THREADS``,
     unless it is set already)."""
-    if sandbox not in ("auto", "bwrap", "none"):
-        raise ValueError(f"sandbox={sandbox!r}: use 'auto', 'bwrap' or 'none'")
-    missing = sandbox_missing() if sandbox != "none" else "switched off"
-    if sandbox == "bwrap" and missing:
-        raise RuntimeError(f"no sandbox: {missing}")
+    chosen = sandbox if isinstance(sandbox, Sandbox) else choose_sandbox(sandbox)
     path = Path(path)
     try:
         nb = _read(path)
@@ -691,7 +857,7 @@ def run_notebook(
     except NotGradable as e:
         return Report(str(path), [], [], None, unreadable=str(e))
     graded = _graded_notebook(nb, releases[stem])
-    run = _run(graded.notebook, timeout, memory_mb, sandboxed=not missing, threads=threads)
+    run = _run(graded.notebook, timeout, memory_mb, chosen, threads=threads)
     stopped = run.stopped
     if run.suspicious:  # counts against the submission: every exercise is to be read
         graded.reviews = {n: f"{run.suspicious}: read it" for names in graded.verdict_cells.values() for n in names}
@@ -714,7 +880,7 @@ def run_notebook(
             why = stopped or "the checker's cell did not run to its verdict"
             results.append(Result(str(path), name, "not run", why, graded.reviews.get(name, "")))
     errors = _errors(run, graded)
-    return Report(str(path), results, errors, stopped, chapter=stem, notes=graded.notes, sandboxed=not missing)
+    return Report(str(path), results, errors, stopped, chapter=stem, notes=graded.notes, sandbox=chosen.kind)
 
 
 def printable(text: str) -> str:
@@ -754,10 +920,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memory", type=int, default=8192, help="MiB of address space per kernel (default 8192)")
     parser.add_argument(
         "--sandbox",
-        choices=("auto", "bwrap", "none"),
+        choices=SANDBOXES,
         default="auto",
-        help="run each kernel in a bubblewrap sandbox: where there is one (auto, the default), always (bwrap: an "
-        "error where there is none) or never (none)",
+        help="where each kernel runs: in a bubblewrap sandbox (bwrap), in a container of --image (podman, docker), "
+        "where there is one of these, in that order (auto, the default), or without a sandbox (none); a sandbox named "
+        "that cannot run is an error",
+    )
+    parser.add_argument(
+        "--image",
+        default=IMAGE,
+        help=f"the container image for podman and docker (default {IMAGE}, built by tools/grader.Dockerfile); for "
+        "podman, a root folder (an absolute path) may stand in for it",
     )
     args = parser.parse_args(argv)
     for path in args.notebooks:
@@ -767,9 +940,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         releases = _releases(args.release or RELEASE)  # read once: no submission's run can change them for the next
     except FileNotFoundError as e:
         parser.error(str(e))
-    missing = sandbox_missing() if args.sandbox != "none" else "--sandbox none"
-    if args.sandbox == "bwrap" and missing:
-        parser.error(f"no sandbox: {missing}")
+    try:
+        sandbox = choose_sandbox(args.sandbox, args.image)
+    except RuntimeError as e:
+        parser.error(str(e))
+    missing = "--sandbox none" if args.sandbox == "none" else sandbox.missing
     if missing:
         print(f"no sandbox ({missing}): students' code runs with your rights, so these grades are formative only "
               "(the instructor guide says why)", file=sys.stderr, flush=True)  # fmt: skip
@@ -781,7 +956,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def one(path: Path) -> Report:
         start = time.perf_counter()
         report = run_notebook(
-            path, args.timeout, release=releases, chapter=args.chapter, memory_mb=args.memory, sandbox=args.sandbox,
+            path, args.timeout, release=releases, chapter=args.chapter, memory_mb=args.memory, sandbox=sandbox,
             threads=threads,
         )  # fmt: skip
         if report.unreadable:

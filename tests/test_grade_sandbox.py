@@ -23,13 +23,13 @@ from test_grade import (
     PADDING_STUB,
     SETUP,
     WRONG_CAUSAL,
-    skip_without_a_sandbox,
+    sandbox_for,
     statuses,
     submission,
     write,
 )
 
-from course_utils.grade import main, printable, run_notebook
+from course_utils.grade import choose_sandbox, container_command, container_missing, main, printable, run_notebook
 
 pytestmark = pytest.mark.slow  # every test here runs notebooks in a kernel
 
@@ -49,10 +49,11 @@ def honest(tmp_path, name="bob.ipynb"):
     return submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, padding=PADDING + PADDING_CALL, name=name)
 
 
-def test_a_forged_record_written_to_the_runners_output_reaches_nothing(tmp_path, tiny_release):
+@pytest.mark.parametrize("sandbox", ["bwrap", "podman"])
+def test_a_forged_record_written_to_the_runners_output_reaches_nothing(tmp_path, tiny_release, sandbox):
     """At exit, a hook writes a forged verdict into the standard output of every process it can see: in the sandbox
-    it sees only its own."""
-    skip_without_a_sandbox("bwrap")
+    it sees only its own; in a container it also sees the runner's, which no other process may open."""
+    chosen = sandbox_for(sandbox)
     forge = (
         "import atexit, glob, json\n"
         "def forge():\n"
@@ -67,15 +68,16 @@ def test_a_forged_record_written_to_the_runners_output_reaches_nothing(tmp_path,
         "forge()\n"
         "def my_causal_mask(size):\n    raise NotImplementedError\n" + CAUSAL_CALL
     )
-    report = run_notebook(submission(tmp_path, causal=forge), 120, release=tiny_release, sandbox="bwrap")
+    report = run_notebook(submission(tmp_path, causal=forge), 120, release=tiny_release, sandbox=chosen)
     assert statuses(report) == [("check_causal_mask", "not attempted"), ("check_padding_mask", "not attempted")]
 
 
-def test_nothing_a_submission_starts_or_writes_outlives_it_or_reaches_another(tmp_path, tiny_release):
+@pytest.mark.parametrize("sandbox", ["bwrap", "podman"])
+def test_nothing_a_submission_starts_or_writes_outlives_it_or_reaches_another(tmp_path, tiny_release, sandbox):
     """A detached process that waits for the grader to finish, then rewrites the grades; a sitecustomize.py dropped on
     the path of every later run; an edited file of the course: none of it happens, and the next student's grades
     are the checkers'."""
-    skip_without_a_sandbox("bwrap")
+    chosen = sandbox_for(sandbox)
     site, results = tmp_path / "site", tmp_path / "grades"
     site.mkdir()
     results.mkdir()
@@ -99,8 +101,8 @@ def test_nothing_a_submission_starts_or_writes_outlives_it_or_reaches_another(tm
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = f"{site}{os.pathsep}{env_path}" if env_path else str(site)  # on every kernel's path
     try:
-        first = run_notebook(eve, 120, release=tiny_release, sandbox="bwrap")
-        second = run_notebook(bob, 120, release=tiny_release, sandbox="bwrap")
+        first = run_notebook(eve, 120, release=tiny_release, sandbox=chosen)
+        second = run_notebook(bob, 120, release=tiny_release, sandbox=chosen)
     finally:
         os.environ["PYTHONPATH"] = env_path
     assert statuses(first)[0] == ("check_causal_mask", "pass") and statuses(second) == BOTH_RIGHT
@@ -176,6 +178,36 @@ def test_control_characters_in_a_file_name_stay_on_their_row(tmp_path, tiny_rele
 def test_without_a_sandbox_the_grader_says_the_grades_are_formative(tmp_path, tiny_release, capsys):
     main([str(honest(tmp_path)), "--timeout", "120", "--release", str(tiny_release), "--sandbox", "none"])
     assert "no sandbox (--sandbox none): students' code runs with your rights" in capsys.readouterr().err
+
+
+def test_a_container_is_given_no_network_no_user_no_capability_and_none_of_the_graders_environment(monkeypatch):
+    monkeypatch.setenv("GRADER_SECRET", "s3cret")
+    monkeypatch.setenv("COURSE_SKIP_TRAINING", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    command = container_command("docker", "course-grader", "course-grade-1", memory_mb=4096)
+    flags = " ".join(command)
+    for flag in ("--network none", "--read-only", "--user 65534:65534", "--cap-drop ALL", "--memory 4096m",
+                 "no-new-privileges", "--rm"):  # fmt: skip
+        assert flag in flags
+    assert "s3cret" not in flags and "COURSE_SKIP_TRAINING=1" in command and "OMP_NUM_THREADS=2" in command
+    volumes = [command[i + 1] for i, flag in enumerate(command) if flag == "--volume"]  # the data folders
+    assert command[-1] == "course-grader" and all(volume.endswith(":ro") for volume in volumes)
+    assert container_command("podman", "/srv/root", "n")[-2:] == ["--rootfs", "/srv/root:O"]
+
+
+def test_a_container_sandbox_that_cannot_run_says_why_and_how(monkeypatch, tmp_path, tiny_release, capsys):
+    monkeypatch.setattr("course_utils.grade.shutil.which", lambda name: None)
+    container_missing.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="no sandbox: docker is not installed"):
+            choose_sandbox("docker")
+        with pytest.raises(SystemExit):
+            main([str(honest(tmp_path)), "--release", str(tiny_release), "--sandbox", "podman"])
+        assert "no sandbox: podman is not installed" in capsys.readouterr().err
+    finally:
+        container_missing.cache_clear()
+    with pytest.raises(ValueError, match="use one of 'auto', 'bwrap', 'podman', 'docker', 'none'"):
+        choose_sandbox("firejail")
 
 
 def _cmdline(proc):
