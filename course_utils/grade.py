@@ -639,6 +639,10 @@ def container_missing(engine: str, image: str = IMAGE) -> str | None:
             found = subprocess.run([engine, "image", "inspect", image], capture_output=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{engine} does not answer: {e}"
+        said = [line for line in found.stderr.decode(errors="replace").splitlines() if line.strip()]
+        unknown = ("no such", "not known", "not found")  # docker's words, then podman's, for an image it does not have
+        if found.returncode != 0 and said and not any(word in said[-1].lower() for word in unknown):  # no daemon...
+            return f"{engine} does not answer: {said[-1]}"
         if found.returncode != 0:
             return f"{engine} has no image {image!r} (build it: {engine} build -t {image} -f tools/grader.Dockerfile .)"
     name = f"course-grade-check-{os.getpid()}-{time.time_ns()}"

@@ -14,10 +14,10 @@ RUN python3 -m venv /opt/course
 ENV PATH=/opt/course/bin:$PATH PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # PyTorch's CPU build (a plain `pip install torch` would fetch the multi-GB CUDA one), then the course and what runs
-# a notebook. TORCH_INDEX may name a folder of wheels (--find-links) instead.
+# a notebook. TORCH_INDEX may name a folder holding the CPU wheel instead (podman build -v wheels:/wheels ...).
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-RUN if [ -d "$TORCH_INDEX" ]; then pip install --no-index --find-links "$TORCH_INDEX" torch; \
-    else pip install --index-url "$TORCH_INDEX" torch; fi
+RUN if [ -d "$TORCH_INDEX" ]; then pip install "$(ls "$TORCH_INDEX"/torch-*+cpu-*.whl | head -n 1)"; \
+    else pip install --index-url "$TORCH_INDEX" --extra-index-url https://pypi.org/simple torch; fi
 COPY pyproject.toml requirements.txt README.md /course/
 COPY course_utils /course/course_utils
 RUN pip install "/course[hf]" "nbclient>=0.10" "nbformat>=5.9" "ipykernel>=6.17" && rm -rf /course
