@@ -665,7 +665,8 @@ def container_missing(engine: str, image: str = IMAGE) -> str | None:
 
 def _remove_container(engine: str, name: str) -> None:
     try:
-        subprocess.run([engine, "rm", "-f", name], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        now = ["--time", "0"] if engine == "podman" else []  # podman would ask first, and wait 10 s; docker kills
+        subprocess.run([engine, "rm", "-f", *now, name], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         pass
 

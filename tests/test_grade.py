@@ -304,10 +304,10 @@ def test_a_timeout_ends_the_kernel_and_every_process_it_started(tmp_path, tiny_r
     )
     start = time.monotonic()
     path = submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, padding=spawn)
-    report = run_notebook(path, 15, release=tiny_release, sandbox=chosen)
+    report = run_notebook(path, 10, release=tiny_release, sandbox=chosen)
     assert time.monotonic() - start < 40
     assert statuses(report) == [("check_causal_mask", "pass"), ("check_padding_mask", "not run")]
-    assert "time limit of 15 s" in report.results[1].message
+    assert "time limit of 10 s" in report.results[1].message
     time.sleep(0.5)
     left = [_cmdline(p) for p in Path("/proc").glob("[0-9]*") if mark in _cmdline(p) and alive(p.name)]
     # Without a sandbox a process in a session of its own escapes the clean-up (the instructor guide says so).
