@@ -423,7 +423,7 @@ class _Graded:
 
     notebook: Any
     verdict_cells: dict[int, list[str]]  # cell index -> the exercises its verdicts must name
-    numbers: dict[int, int]  # cell index -> the release's code-cell number (for errors), for the release's cells
+    places: dict[int, str]  # cell index -> where the student finds it (for errors), for the release's cells
     reviews: dict[str, str]  # exercise -> why to read its answer
     notes: list[str]
 
@@ -436,14 +436,19 @@ def _graded_notebook(nb: Any, release: Any) -> _Graded:
     out = nbformat.v4.new_notebook(metadata=release.metadata)
     graded = _Graded(out, {}, {}, {}, [])
     out.cells.append(nbformat.v4.new_code_cell(SETUP.strip()))
-    number, position, tampered = 0, 0, ""
+    number, position, tampered, section = 0, 0, "", "the top of the notebook"
     for cell in release.cells:
+        if cell.cell_type == "markdown":  # a section starts at each heading the student sees (## ...)
+            heading = re.search(r"^#{1,2} +(.+?)\s*$", cell.source, re.M)
+            if heading:
+                number, section = 0, f'section "{heading.group(1)}"'
         if cell.cell_type != "code":
             continue
         number += 1
+        place = f"{section}, code cell {number}"
         tags = cell.get("metadata", {}).get("tags", [])
         if "exercise" not in tags:
-            graded.numbers[len(out.cells)] = number
+            graded.places[len(out.cells)] = place
             out.cells.append(nbformat.v4.new_code_cell(cell.source))
             continue
         names = _calls(cell.source)
@@ -464,7 +469,7 @@ def _graded_notebook(nb: Any, release: Any) -> _Graded:
         if tampered:  # from the first answer that reaches past its exercise onward
             for name in names:
                 graded.reviews.setdefault(name, tampered)
-        graded.numbers[len(out.cells)] = number
+        graded.places[len(out.cells)] = place
         out.cells.append(nbformat.v4.new_code_cell(answer))
         graded.verdict_cells[len(out.cells)] = names
         calls = _verdict_calls(cell.source)
@@ -823,9 +828,9 @@ def _run(notebook: Any, timeout: float, memory_mb: int | None, sandbox: Sandbox,
 
 def _errors(run: _Run, graded: _Graded) -> list[str]:
     return [
-        f"cell {graded.numbers[i]}: {error}"[:200]
+        f"{graded.places[i]}: {error}"[:300]
         for i in sorted(run.cells)
-        if i in graded.numbers
+        if i in graded.places
         for error in run.cells[i].get("errors", [])
     ]
 
@@ -888,6 +893,165 @@ def run_notebook(
     return Report(str(path), results, errors, stopped, chapter=stem, notes=graded.notes, sandbox=chosen.kind)
 
 
+POINTS = RELEASE / "points.toml"  # the points of each exercise, by chapter (the course's exercise list)
+EARNS = ("pass", "answered")  # the statuses that earn an exercise's points
+
+
+def load_points(path: str | Path | None = None) -> dict[str, dict[str, float]]:
+    """The points of each exercise by chapter, from a TOML file (default: the course's ``points.toml``, 1 point
+    each): ``{"01_attention": {"check_causal_mask": 1.0, ...}, ...}``. A ``ValueError`` names a value that is not a
+    number of points."""
+    import tomllib
+
+    path = Path(path or POINTS)
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    points: dict[str, dict[str, float]] = {}
+    for chapter, weights in table.items():
+        if not isinstance(weights, dict):
+            raise ValueError(
+                f"{path}: {chapter} = {weights!r}: a chapter is a table, [{chapter}], of exercise = points"
+            )
+        for name, value in weights.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"{path}: [{chapter}] {name} = {value!r}: points are a number, 0 or more")
+        points[chapter] = {name: float(value) for name, value in weights.items()}
+    return points
+
+
+def student_of(path: str | Path, chapters: Sequence[str] = ()) -> str:
+    """Whose a submission is: its folder's name when the file is named as a chapter (``alice/01_attention.ipynb``:
+    alice), else the file's name (``alice_01.ipynb``: alice_01)."""
+    path = Path(path)
+    named_as_chapter = path.stem in chapters or re.fullmatch(r"\d\d_\w+", path.stem)
+    return path.parent.name if named_as_chapter and path.parent.name not in ("", ".") else path.stem
+
+
+@dataclass(frozen=True)
+class Tally:
+    """One submission's results counted: exercises passed, failed, not attempted and not run (predictions apart:
+    answered of asked), and the points earned of the points there are."""
+
+    passed: int
+    failed: int
+    not_attempted: int
+    not_run: int
+    answered: int
+    predictions: int
+    points: float
+    out_of: float
+
+    @property
+    def exercises(self) -> int:
+        return self.passed + self.failed + self.not_attempted + self.not_run
+
+    def summary(self) -> str:
+        said = f"{self.passed} passed, {self.failed} failed, {self.not_attempted} not attempted"
+        said += f", {self.not_run} not run" if self.not_run else ""
+        said += f" of {self.exercises} exercises"
+        if self.predictions:
+            said += f"; {self.answered} of {self.predictions} predictions answered"
+        return said + f"; {self.points:g} of {self.out_of:g} points"
+
+
+def tally(report: Report, points: dict[str, dict[str, float]] | None = None) -> Tally:
+    """``report``'s results counted, each exercise worth its points in ``points`` (1 where it names none)."""
+    weights = (points or {}).get(report.chapter or "", {})
+    counts = {status: 0 for status in STATUSES}
+    earned = out_of = 0.0
+    predictions = 0
+    for result in report.results:
+        weight = weights.get(result.exercise, 1.0)
+        out_of += weight
+        earned += weight if result.status in EARNS else 0.0
+        if result.exercise.startswith("check_prediction["):
+            predictions += 1
+            counts["answered"] += result.status == "answered"
+        else:
+            counts[result.status] += 1
+    return Tally(counts["pass"], counts["fail"], counts["not attempted"], counts["not run"], counts["answered"],
+                 predictions, earned, out_of)  # fmt: skip
+
+
+def write_sheet(reports: Sequence[Report], path: str | Path, points: dict[str, dict[str, float]] | None = None) -> None:
+    """The grade sheet: one row per submission (the student, the chapter, the counts, the points, how many answers to
+    read) and a column per exercise holding its status; a file that could not be graded has a row that says why."""
+    chapters = [r for r in reports if not r.unreadable]
+    names: dict[str, None] = {}
+    for report in chapters:
+        names.update((r.exercise, None) for r in report.results)
+    counted = ["passed", "failed", "not attempted", "not run", "predictions answered", "points", "out of", "to read"]
+    with Path(path).open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "notebook", "chapter", *counted, *names])
+        for report in reports:
+            student = student_of(report.notebook)
+            if report.unreadable:
+                writer.writerow([student, report.notebook, f"not graded: {report.unreadable}"])
+                continue
+            t = tally(report, points)
+            status = {r.exercise: r.status + (" (review)" if r.review else "") for r in report.results}
+            writer.writerow([
+                student, report.notebook, report.chapter, t.passed, t.failed, t.not_attempted, t.not_run,
+                f"{t.answered} of {t.predictions}", f"{t.points:g}", f"{t.out_of:g}",
+                sum(bool(r.review) for r in report.results), *(status.get(name, "") for name in names),
+            ])  # fmt: skip
+
+
+def feedback(report: Report, points: dict[str, dict[str, float]] | None = None) -> str:
+    """What a student is handed back (Markdown): each exercise's status, points and the checker's whole message, the
+    cells that raised and where to find them. The flags for the instructor are not in it."""
+    student = student_of(report.notebook)
+    if report.unreadable:
+        return f"# {student}\n\n{Path(report.notebook).name} could not be graded: {report.unreadable}\n"
+    t = tally(report, points)
+    weights = (points or {}).get(report.chapter or "", {})
+    lines = [f"# {report.chapter}: {student}", "", f"{Path(report.notebook).name}: {t.summary()}.", ""]
+    if report.stopped:
+        lines += [f"The run stopped early: {report.stopped}.", ""]
+    for result in report.results:
+        weight = weights.get(result.exercise, 1.0)
+        earned = weight if result.status in EARNS else 0.0
+        worth = f"{earned:g} of {weight:g} point{'' if weight == 1 else 's'}"
+        lines += [f"## {result.exercise}: {result.status} ({worth})", "", result.message, ""]
+    if report.errors:
+        lines += ["## Cells that raised an error", "", *(f"- {e}" for e in report.errors), ""]
+    if report.notes:
+        lines += ["## Notes", "", *(f"- {n}" for n in report.notes), ""]
+    return "\n".join(lines)
+
+
+def write_feedback(
+    reports: Sequence[Report], folder: str | Path, points: dict[str, dict[str, float]] | None = None
+) -> list[Path]:
+    """One feedback file per submission in ``folder`` (``<student>_<chapter>.md``; two submissions of one name are
+    numbered); the files written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for report in reports:
+        stem = re.sub(r"[^\w.-]+", "_", f"{student_of(report.notebook)}_{report.chapter or 'not_graded'}")
+        path, n = folder / f"{stem}.md", 1
+        while path in written:
+            n += 1
+            path = folder / f"{stem}_{n}.md"
+        path.write_text(feedback(report, points), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def default_jobs() -> int:
+    """Notebooks to grade at once on this machine: one per core, as far as memory allows 3 GiB each."""
+    cores = os.cpu_count() or 1
+    try:
+        gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return 1
+    return max(1, min(cores, int(gib // 3)))
+
+
 def printable(text: str) -> str:
     """``text`` with its control characters (a newline in a file name, an escape sequence) written as escapes, so that
     one row of the table stays one line and the terminal shows what is there."""
@@ -916,8 +1080,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("notebooks", nargs="+", type=Path, help="students' notebooks (.ipynb); none is modified")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per notebook (default 600)")
-    parser.add_argument("--csv", type=Path, help="also write the results to this CSV file")
-    parser.add_argument("--jobs", type=int, default=1, help="notebooks run at once (default 1; at most one per core)")
+    parser.add_argument("--csv", type=Path, help="also write the results to this CSV file, a row per exercise")
+    parser.add_argument(
+        "--sheet",
+        type=Path,
+        help="also write the grade sheet to this CSV file: a row per student, a column per exercise",
+    )
+    parser.add_argument(
+        "--feedback", type=Path, help="also write each student's feedback, every message in full, into this folder"
+    )
+    parser.add_argument(
+        "--points", type=Path, help="the points of each exercise (TOML, as notebooks/student/points.toml, the default)"
+    )
+    jobs = default_jobs()
+    parser.add_argument(
+        "--jobs", type=int, default=jobs,
+        help=f"notebooks run at once (default: one per core as memory allows 3 GiB each: {jobs} here)",
+    )  # fmt: skip
     parser.add_argument("--chapter", help="accept only this chapter's notebooks, e.g. 01_attention")
     parser.add_argument(
         "--release", type=Path, help="folder of the course's student editions (default: the checkout's)"
@@ -941,9 +1120,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.notebooks:
         if not path.exists():
             parser.error(f"{path}: no such file")
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: at least 1")
     try:
         releases = _releases(args.release or RELEASE)  # read once: no submission's run can change them for the next
     except FileNotFoundError as e:
+        parser.error(str(e))
+    try:
+        points = load_points(args.points) if args.points or POINTS.is_file() else {}
+    except ValueError as e:
         parser.error(str(e))
     try:
         sandbox = choose_sandbox(args.sandbox, args.image)
@@ -967,13 +1152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if report.unreadable:
             print(f"{path}: {report.unreadable}", file=sys.stderr, flush=True)
             return report
-        passed = sum(r.status == "pass" for r in report.results)
-        answered = sum(r.status == "answered" for r in report.results)
-        graded = len(report.results) - sum(r.exercise.startswith("check_prediction[") for r in report.results)
-        summary = f"{path}: {passed} of {graded} exercises passed"
-        if answered or graded < len(report.results):
-            summary += f", {answered} of {len(report.results) - graded} predictions answered"
-        summary += f" ({time.perf_counter() - start:.0f} s)"
+        summary = f"{path}: {tally(report, points).summary()} ({time.perf_counter() - start:.0f} s)"
         if report.errors:
             summary += f"; {len(report.errors)} cell(s) raised, the first: {report.errors[0]}"
         print(summary, file=sys.stderr, flush=True)
@@ -996,6 +1175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:  # a second signal while the table and the CSV are written ends nothing more: they are written
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:  # each notebook runs in its own process
             reports = list(pool.map(one, args.notebooks))
+        if args.sheet:
+            write_sheet(reports, args.sheet, points)
+        if args.feedback:
+            written = write_feedback(reports, args.feedback, points)
+            print(f"{len(written)} feedback file(s) in {args.feedback}", file=sys.stderr, flush=True)
         return _report(reports, args.csv, received)
     finally:  # called from Python (argv given), the caller's handlers come back; from the command line they stay
         for s, handler in before.items() if argv is not None else ():

@@ -15,13 +15,17 @@ import nbformat
 import pytest
 
 from course_utils.grade import (
+    RELEASE,
     choose_sandbox,
     container_missing,
+    default_jobs,
     exercises,
     grade,
+    load_points,
     main,
     run_notebook,
     sandbox_missing,
+    student_of,
 )
 
 pytestmark = pytest.mark.slow  # every test here runs notebooks in a kernel
@@ -442,3 +446,51 @@ def test_an_untouched_student_edition_with_a_forged_last_cell_passes_nothing(tmp
     nbformat.write(nb, path)
     results = grade(path, timeout=300)
     assert [r.exercise for r in results] == names and {r.status for r in results} == {"not attempted"}
+
+
+# --- what an instructor and a TA get: a sheet, points, feedback, cells found where the student sees them ----------
+
+
+def test_the_grade_sheet_counts_each_students_exercises_and_points_and_the_feedback_says_it_all(tmp_path, tiny_release):
+    points = tmp_path / "points.toml"
+    points.write_text("[01_tiny]\ncheck_causal_mask = 2\ncheck_padding_mask = 3\n")
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    alice.mkdir()
+    bob.mkdir()
+    cells = [("", SETUP), ("exercise", CAUSAL + CAUSAL_CALL), ("", "x = 1"), ("exercise", PADDING_STUB)]
+    write(alice / "01_tiny.ipynb", cells)  # one passed, one not attempted
+    write(
+        bob / "01_tiny.ipynb",
+        [("", SETUP), ("exercise", "1 / 0" + CAUSAL_CALL), ("", "x = 1"), ("exercise", PADDING_STUB)],
+    )
+    (tmp_path / "carol.ipynb").write_text("{")
+    sheet, folder = tmp_path / "sheet.csv", tmp_path / "feedback"
+    files = [alice / "01_tiny.ipynb", bob / "01_tiny.ipynb", tmp_path / "carol.ipynb"]
+    main([*map(str, files), "--release", str(tiny_release), "--points", str(points), "--sheet", str(sheet),
+          "--feedback", str(folder), "--timeout", "120"])  # fmt: skip
+    rows = {row["student"]: row for row in csv.DictReader(sheet.open())}
+    assert (rows["alice"]["passed"], rows["alice"]["not attempted"], rows["alice"]["points"]) == ("1", "1", "2")
+    assert rows["alice"]["out of"] == "5" and rows["alice"]["check_causal_mask"] == "pass"
+    assert (rows["bob"]["failed"], rows["bob"]["not run"], rows["bob"]["points"]) == ("0", "1", "0")
+    assert rows["carol"]["chapter"].startswith("not graded")
+    told = (folder / "bob_01_tiny.md").read_text()
+    # the cell that raised, found as the student sees the notebook: under its heading, the n-th code cell there
+    assert 'section "01 · Tiny", code cell 2: ZeroDivisionError' in told
+    assert "## check_padding_mask: not attempted (0 of 3 points)" in told
+    assert "not attempted of 2 exercises" in (folder / "alice_01_tiny.md").read_text()
+    assert sorted(p.name for p in folder.iterdir()) == ["alice_01_tiny.md", "bob_01_tiny.md", "carol_not_graded.md"]
+
+
+def test_the_courses_points_name_every_exercise_of_every_chapter_and_bad_points_are_refused(tmp_path):
+    points = load_points()
+    for release in sorted(RELEASE.glob("[0-9][0-9]_*.ipynb")):
+        assert list(points[release.stem]) == exercises(release), release.stem
+    assert set(points) == {p.stem for p in RELEASE.glob("[0-9][0-9]_*.ipynb")}
+    bad = tmp_path / "points.toml"
+    for text, said in (("[01_x]\ncheck_a = -1\n", "points are a number, 0 or more"), ("x = 1\n", "a chapter is a table"),
+                       ("[01_x]\ncheck_a = 'two'\n", "points are a number"), ("[01_x\n", "points.toml")):  # fmt: skip
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=said):
+            load_points(bad)
+    assert student_of("class/alice/01_attention.ipynb") == "alice" and student_of("class/bob_01.ipynb") == "bob_01"
+    assert 1 <= default_jobs() <= (os.cpu_count() or 1)
