@@ -97,6 +97,7 @@ test: ruff
 outputs: install
 	$(CPU_ONLY) $(BIN)/python notebooks/build.py --execute
 	$(BIN)/python tools/lesson_times.py
+	$(BIN)/python tools/lesson_quotes.py
 
 notebooks: install
 	$(BIN)/python notebooks/build.py

@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import figures
+import lesson_quotes
 
 
 def test_every_table_matches_its_results_file():
@@ -44,3 +45,20 @@ def test_a_ci_run_is_summarised_from_its_stage_logs(tmp_path):
         "seconds": 300,
         "pytest": "2,001 passed, 1 xfailed, 7 warnings in 290 s",
     }
+
+
+def test_every_figure_a_lesson_plan_quotes_is_the_one_its_notebook_printed():
+    assert lesson_quotes.main(["--check"]) == 0
+
+
+def test_a_quoted_figure_edited_by_hand_an_unknown_quote_or_a_missing_one_is_named():
+    printed = lesson_quotes.outputs("07_gpt")
+    plan = lesson_quotes.plan("07_gpt").read_text(encoding="utf-8")
+    edited = plan.replace("<!-- quote:best-validation -->", "<!-- quote:best-validation -->9", 1)
+    edited = edited.replace("<!-- quote:gaps -->", "<!-- quote:gap -->", 1)
+    fixed, problems = lesson_quotes.rewrite(edited, "07_gpt", printed)
+    assert any("best-validation says '9" in p for p in problems)
+    assert any("quote 'gap' is not in" in p for p in problems)
+    removed = lesson_quotes.MARKED.sub(lambda m: m["value"] if m["name"] == "steps" else m.group(0), plan)
+    assert lesson_quotes.rewrite(removed, "07_gpt", printed)[1] == ["07_gpt: quote 'steps' is not in its plan"]
+    assert "<!-- quote:best-validation -->9" not in fixed

@@ -1,0 +1,164 @@
+"""The figures a lesson plan quotes from its chapter's saved run, rewritten from the committed notebook's outputs.
+
+In ``docs/lessons/NN_*.md`` a quoted figure stands between two markers, which Markdown shows as nothing::
+
+    the share of real words per evaluation (<!-- quote:real-words -->32% → 81%<!-- /quote --> in the saved run)
+
+``QUOTES`` says, for each chapter and name, which printed line of the complete edition (``notebooks/NN_*.ipynb``, as
+``make outputs`` saved it) holds the figure and how the plan writes it. ``tests/test_figures.py`` fails when a plan's
+figure differs from its notebook, names a quote this file does not know, or a known quote is missing from its plan.
+The run times of each section are ``tools/lesson_times.py``'s.
+
+    python tools/lesson_quotes.py            # rewrite every quoted figure from the notebooks
+    python tools/lesson_quotes.py --check    # exit 1, naming each figure that differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "docs" / "lessons"
+MARKED = re.compile(r"<!-- quote:(?P<name>[\w-]+) -->(?P<value>.*?)<!-- /quote -->", re.DOTALL)
+
+
+def outputs(stem: str) -> str:
+    """The text a committed notebook printed: every stream and plain-text output of its code cells, in order."""
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    said = []
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            text = out.get("text") or out.get("data", {}).get("text/plain", "")
+            said.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(said)
+
+
+def _all(pattern: str, text: str) -> list[tuple[str, ...]]:
+    found = [m.groups() for m in re.finditer(pattern, text, re.MULTILINE)]
+    if not found:
+        raise LookupError(f"no printed line matches {pattern!r}")
+    return found
+
+
+def one(pattern: str, form: str = "{0}") -> Callable[[str], str]:
+    """The first line matching ``pattern``, its groups written by ``form``."""
+    return lambda text: form.format(*_all(pattern, text)[0])
+
+
+def each(pattern: str, sep: str = ", ", form: str = "{0}") -> Callable[[str], str]:
+    """Every line matching ``pattern``, each written by ``form``, joined by ``sep``."""
+    return lambda text: sep.join(form.format(*groups) for groups in _all(pattern, text))
+
+
+def first_last(pattern: str, form: str) -> Callable[[str], str]:
+    """The first and the last line matching ``pattern`` (one group each): ``form.format(first, last)``."""
+    return lambda text: form.format(_all(pattern, text)[0][0], _all(pattern, text)[-1][0])
+
+
+def _seconds_per_run(text: str) -> str:
+    """Chapter 10's runs of 200 steps: the fastest and the slowest model's median step, times 200."""
+    steps = int(_all(r"^GPT, seed 0: .*?\|\s*(\d+)/\d+", text)[0][0])
+    ms = [float(m) for (m,) in _all(r"^\S.*? parameters, ([\d.]+) ms a step \(median of the seeds\)", text)]
+    return f"{steps * min(ms) / 1000:.1f}–{steps * max(ms) / 1000:.1f} s"
+
+
+def _previous_head(text: str) -> str:
+    """Chapter 07's previous-character head: layer 1's head whose largest weight is 1 back in the most rows."""
+    heads = _all(r"^layer 1, head (\d+): largest weight 1 back in +(\d+)% of rows", text)
+    head, share = max(heads, key=lambda found: int(found[1]))
+    return f"head {head}, {share}% of rows"
+
+
+def _runs(text: str) -> str:
+    return str(len(_all(r"^[\w ,-]+, seed \d+: .*?\|\s*\d+/\d+", text)))
+
+
+QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
+    "07_gpt": {
+        "cpu-parameters": one(r"^SHAKESPEARE_GPT_CPU: ([\d,]+) parameters"),
+        "gpu-millions": one(r"^SHAKESPEARE_GPT_GPU: .* = ([\d.]+) M without", "{0} M"),
+        "untrained-loss": one(r"^untrained loss: train ([\d.]+)"),
+        "ln-vocab": one(r"^untrained loss: .*; ln (\d+) = ([\d.]+)", "$\\ln {0} = {1}$"),
+        "steps": lambda text: format(int(_all(r"^(\d+) steps in \d+ s of training", text)[0][0]), ","),
+        "training-seconds": one(r"^[\d,]+ steps in (\d+) s of training", "{0} s"),
+        "gaps": each(r"^step +\d+: .*, gap ([\d.]+)$"),
+        "best-validation": one(r"^best validation loss: ([\d.]+)"),
+        "read-cpu": one(r"^this run: training predicts .*, ([\d.]+) times the length"),
+        "read-gpu": one(r"^the GPU recipe: training predicts .*, ([\d.]+) times the length"),
+        "real-words": first_last(r"^after +\d+ steps: (\d+)% of the sample's words are real", "{0}% → {1}%"),
+        "greedy-share": one(r"^temperature 0\.02: .* in ([\d.]+)% of the draws", "{0}%"),
+        "greedy-character": one(r"^temperature 0\.02: .*the most likely one, '(.)'", "'{0}'"),
+        "previous-head": _previous_head,
+        "speakers-unseen": one(
+            r"^speakers .*: \d+ in the training part, (\d+) in the validation part, (\d+) of them never",
+            "{1} of the {0}",
+        ),
+        "low-temperature-sample": one(r"^=== temperature 0\.2, top_k None.*\n.*\n(.+?) *$", '"{0}"'),
+        "low-temperature-words": one(r"^=== temperature 0\.2, top_k None: .*?, (\d+)% real words", "{0}%"),
+    },
+    "10_gpt2_and_llama": {
+        "runs": _runs,
+        "seconds-per-run": _seconds_per_run,
+        "gpt-seeds": one(r"^GPT +validation loss by seed: ([\d., ]+); mean"),
+        "llama-seeds": one(r"^Llama-style +validation loss by seed: ([\d., ]+); mean"),
+        "gpt-mean": one(r"^GPT +validation loss by seed: .*; mean ([\d.]+)"),
+        "llama-mean": one(r"^Llama-style +validation loss by seed: .*; mean ([\d.]+)"),
+        "learned-mean": one(r"^Llama, learned +validation loss by seed: .*; mean ([\d.]+)"),
+        "gpt-parameters": one(r"^GPT +([\d,]+) parameters"),
+        "llama-parameters": one(r"^Llama-style +([\d,]+) parameters"),
+    },
+}
+
+
+def plan(stem: str) -> Path:
+    return LESSONS / f"{stem}.md"
+
+
+def rewrite(text: str, stem: str, printed: str) -> tuple[str, list[str]]:
+    """``text`` (a plan) with each quoted figure as its notebook printed it, and what was wrong in it."""
+    known = QUOTES.get(stem, {})
+    problems: list[str] = []
+
+    def replace(m: re.Match[str]) -> str:
+        name = m["name"]
+        if name not in known:
+            problems.append(f"{stem}: quote {name!r} is not in tools/lesson_quotes.py's QUOTES")
+            return m.group(0)
+        value = known[name](printed)
+        if value != m["value"]:
+            problems.append(f"{stem}: {name} says {m['value']!r}, the notebook printed {value!r}")
+        return f"<!-- quote:{name} -->{value}<!-- /quote -->"
+
+    new = MARKED.sub(replace, text)
+    used = {m["name"] for m in MARKED.finditer(text)}
+    problems += [f"{stem}: quote {name!r} is not in its plan" for name in known if name not in used]
+    return new, problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 naming what differs")
+    args = parser.parse_args(argv)
+    problems: list[str] = []
+    for stem in sorted(QUOTES):
+        path = plan(stem)
+        text = path.read_text(encoding="utf-8")
+        new, found = rewrite(text, stem, outputs(stem))
+        problems += found
+        if not args.check and new != text:
+            path.write_text(new, encoding="utf-8")
+    for path in sorted(LESSONS.glob("[0-9][0-9]_*.md")):
+        if path.stem not in QUOTES and MARKED.search(path.read_text(encoding="utf-8")):
+            problems.append(f"{path.stem}: quotes a figure, and QUOTES has no entry for its chapter")
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+    return 1 if args.check and problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
