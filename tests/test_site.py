@@ -3,6 +3,7 @@ catches, and the MathML renderer. CI builds the whole site too (make site in .ci
 
 import base64
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -118,3 +119,23 @@ def test_formulas_become_mathml():
     inline, block = writer.body[0], "".join(writer.body[1:])
     assert inline.startswith('<span class="math"><math') and "<msqrt>" in inline
     assert 'display="block"' in block and "<mfrac>" in block and "merror" not in block
+
+
+def test_the_landing_page_is_for_students_and_gives_both_editions_of_every_chapter():
+    chapters = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    page = site.landing((ROOT / "README.md").read_text(), chapters)
+    for path in chapters:
+        assert f"](chapters/{path.stem}.ipynb)" in page
+        assert f'href="downloads/{path.name}" download' in page and f'href="downloads/student/{path.name}"' in page
+    assert "make test" not in page and "GPU (H200)" not in page  # the project's figures are in the Teaching section
+    assert "teaching/instructor_guide.md" in page and "\u00a0minutes" in page
+
+
+def test_a_teaching_page_in_the_search_index_is_named(tmp_path):
+    index = tmp_path / "searchindex.js"
+    data = {"docnames": ["chapters/01_attention", "teaching/lessons/07_gpt"], "terms": {"attent": 0, "poll": [0, 1]}}
+    index.write_text(f"Search.setIndex({json.dumps(data)})")
+    assert site.teaching_searched(index) == ["teaching/lessons/07_gpt: 1 words in the students' search index"]
+    data["terms"]["poll"] = [0]
+    index.write_text(f"Search.setIndex({json.dumps(data)})")
+    assert site.teaching_searched(index) == []

@@ -6,11 +6,15 @@
 Sphinx with MyST-NB and the Book theme (what Jupyter Book 1 is made of) builds offline from packages on PyPI;
 Jupyter Book 2 downloads its theme at build time, which no offline build machine can. The pages:
 
-- ``index``: the README, its links turned into the site's pages and its badges into local images;
+- ``index``: the students' page: what the course is, how to start, every chapter with its time and both editions,
+  on Colab and as files to download (``downloads/``: the site holds both editions, so a class given it on a USB
+  stick gets the notebooks from it); a list, which reads on a phone;
 - ``chapters/NN_*``: the complete editions, exercise solutions folded (``hide-input``), each chart's static PNG twin
-  replaced by the interactive chart itself (drawn by the Vega bundle in ``_static``), "Open in Colab" links to both
-  editions at the top;
-- ``instructor_guide``, ``lessons/`` (the lesson plans of docs/lessons), and ``api/``: the reference of ``course_utils`` generated from its docstrings.
+  replaced by the interactive chart itself (drawn by the Vega bundle in ``_static``), both editions at the top, on
+  Colab and as downloads; code cells with a copy button (``sphinx-copybutton``);
+- ``teaching/``, for instructors: the guide, the lesson plans of docs/lessons (with every poll's answer) and the
+  README (tests, CI, GPU runs), left out of the search index (``nosearch``), so that students searching find chapters;
+- ``api/``: the reference of ``course_utils`` generated from its docstrings.
 
 The site must fetch nothing from another host (a classroom without internet, a USB stick): formulas are MathML
 written at build time (``latex2mathml``; the browser draws them, with no script and no web font) and Vega comes from
@@ -80,17 +84,65 @@ def local_badges(markdown: str, static: str) -> str:
     return markdown.replace(BADGE, f"{static}/colab-badge.svg")
 
 
-def chapter_links(name: str) -> str:
-    """The links at the top of a chapter: both editions on Colab, and the notebook file."""
-    badge = '<img src="../_static/colab-badge.svg" alt="Open in Colab">'
+def chapter_links(name: str, up: str = "../") -> str:
+    """The links to a chapter's two editions: each on Colab, and each as a file to download (from this site, which
+    holds them: a class given the site on a USB stick gets the notebooks from it)."""
+    badge = f'<img src="{up}_static/colab-badge.svg" alt="Open in Colab">'
+    student, complete = colab_url(f"notebooks/student/{name}"), colab_url(f"notebooks/{name}")
     return (
         '<div class="course-links">\n'
-        f'<a href="{colab_url(f"notebooks/{name}")}">{badge}</a>\n'
-        f'<a href="{colab_url(f"notebooks/{name}")}">complete edition</a> ·\n'
-        f'<a href="{colab_url(f"notebooks/student/{name}")}">student edition (the exercises to write)</a> ·\n'
-        f'<a href="{github_url(f"notebooks/{name}")}">the notebook on GitHub</a>\n'
+        f'<a href="{student}">{badge}</a><br>\n'
+        f'<b>Student edition</b> (the exercises to write): <a href="{student}">on Colab</a> ·\n'
+        f'<a href="{up}downloads/student/{name}" download>download</a><br>\n'
+        f'<b>Complete edition</b> (solved): <a href="{complete}">on Colab</a> ·\n'
+        f'<a href="{up}downloads/{name}" download>download</a>\n'
         "</div>"
     )
+
+
+NOSEARCH = "---\nnosearch: true\n---\n\n"  # Sphinx leaves a page with this metadata out of the search index
+
+
+def landing(readme: str, chapters: list[Path]) -> str:
+    """The students' first page: what the course is, how to start, and every chapter with both editions (on Colab
+    and as downloads) and its time; a list, not a wide table, so that it reads on a phone."""
+    intro = readme.split("\n## ", 1)[0].split("\n\n")
+    lines = [intro[0], "", intro[1], ""]  # the title and the first paragraph
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| (\d\d) \| \[[^]]+\]\([^)]+\) \| (.*?) \|", readme, re.M)}
+    lines += [
+        "## How to start",
+        "",
+        "- **In the browser, nothing to install:** open a chapter's *student edition* on Google Colab (below), then "
+        "*File → Save a copy in Drive*. Colab's first cell installs the course's package.",
+        "- **On your computer:** download the student edition (below) and open it in JupyterLab or VS Code, in an "
+        "environment with the course's package (`pip install \"transformers-from-scratch @ git+"
+        f'https://github.com/{course_config()["repository"]}"`).',
+        "- Each student edition leaves the chapter's key pieces for you to write: every exercise cell has a "
+        "`check_*` helper that tests your code at once and names the likely mistake. The *complete edition* has every "
+        "exercise solved, folded away; this site shows it, with its outputs and interactive charts.",
+        "",
+        "## The chapters",
+        "",
+    ]
+    for path in chapters:
+        nb = nbformat.read(path, as_version=4)
+        title = nb.cells[0].source.splitlines()[0].lstrip("# ").strip()
+        time = re.search(r"\*\*Time:\*\* about (\d+) minutes", "\n".join(c.source for c in nb.cells[:4]))
+        lines += [f"### [{title}](chapters/{path.stem}.ipynb)", ""]
+        if path.stem[:2] in rows:
+            lines += [rows[path.stem[:2]][:1].upper() + rows[path.stem[:2]][1:] + ".", ""]
+        if time:
+            lines += [f"About {time.group(1)}\u00a0minutes.", ""]
+        lines += [chapter_links(path.name, up=""), ""]
+    lines += [
+        "## For instructors",
+        "",
+        "The [instructor guide](teaching/instructor_guide.md), a [lesson plan](teaching/lessons/index.md) per chapter "
+        "(with the polls' answers), the grader and the slides are in a section of their own, [Teaching](teaching/index.md), "
+        "which this site's search leaves out.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def chart_html(spec: dict, index: int) -> str:
@@ -181,32 +233,52 @@ def stage() -> None:
     bundle = vl_convert().javascript_bundle(vl_version=vl.pop()) if vl else ""
     (STAGE / "_static" / "vega-bundle.js").write_text(f"(function () {{\n{bundle}\n}})();\n")
 
+    # Both editions of every chapter, as files to download (html_extra_path copies _extra/ to the site's root).
+    downloads = STAGE / "_extra" / "downloads"
+    (downloads / "student").mkdir(parents=True)
+    for path in chapters:
+        shutil.copy(path, downloads / path.name)
+        shutil.copy(ROOT / "notebooks" / "student" / path.name, downloads / "student" / path.name)
+
     readme = (ROOT / "README.md").read_text()
-    readme = local_badges(readme, "_static")
-    readme = re.sub(r"\]\(notebooks/(\d\d_[\w]+)\.ipynb\)", r"](chapters/\1.ipynb)", readme)
+    toc = ["", "```{toctree}", ":hidden:", ":caption: Chapters", ""]
+    toc += [f"chapters/{p.stem}" for p in chapters]
+    toc += ["```", "", "```{toctree}", ":hidden:", ":caption: For instructors", "", "teaching/index", "```", "",
+            "```{toctree}", ":hidden:", ":caption: Reference", "", "api/index", "```", ""]  # fmt: skip
+    (STAGE / "index.md").write_text(local_badges(landing(readme, chapters), "_static") + "\n".join(toc))
+
+    # For instructors, apart: the README (the project: tests, CI, GPU runs), the guide and the lesson plans, with every
+    # poll's answer, none of them in the students' search.
+    teaching = STAGE / "teaching"
+    lessons = teaching / "lessons"
+    lessons.mkdir(parents=True)
+    readme = local_badges(readme, "../_static")
+    readme = re.sub(r"\]\(notebooks/(\d\d_[\w]+)\.ipynb\)", r"](../chapters/\1.ipynb)", readme)
     readme = re.sub(r"\]\(notebooks/student/([\w.]+)\)", lambda m: f"]({github_url('notebooks/student/' + m.group(1))})",
                     readme)  # fmt: skip
     readme = readme.replace("](docs/instructor_guide.md)", "](instructor_guide.md)")
     readme = readme.replace("`docs/instructor_guide.md`", "the [instructor guide](instructor_guide.md)")
     readme = readme.replace("](docs/lessons/)", "](lessons/index.md)")
     readme = re.sub(r"\*\*Read it as a website:\*\*.*?\n\n", "", readme, count=1, flags=re.DOTALL)  # it is read here
-    toc = ["", "```{toctree}", ":hidden:", ":caption: Chapters", ""]
-    toc += [f"chapters/{p.stem}" for p in chapters]
-    toc += ["```", "", "```{toctree}", ":hidden:", ":caption: Teaching and reference", "", "instructor_guide",
-            "lessons/index", "api/index", "```", ""]  # fmt: skip
-    (STAGE / "index.md").write_text(readme + "\n".join(toc))
-    shutil.copy(ROOT / "docs" / "instructor_guide.md", STAGE / "instructor_guide.md")
+    (teaching / "project.md").write_text(NOSEARCH + readme)
+    guide = (ROOT / "docs" / "instructor_guide.md").read_text()
+    (teaching / "instructor_guide.md").write_text(NOSEARCH + guide.replace("](../README.md)", "](project.md)"))
+    (teaching / "index.md").write_text(
+        NOSEARCH
+        + "# Teaching\n\nFor instructors: the guide (class times, set-up, grading, slides), a 90-minute lesson "
+        "plan per chapter with the answers to its polls and discussion questions, and the project's README (how the "
+        "course is built and tested). The site's search leaves this section out.\n\n```{toctree}\n:maxdepth: 1\n\n"
+        "instructor_guide\nlessons/index\nproject\n```\n"
+    )
 
     # The lesson plans, one 90-minute class per chapter
-    lessons = STAGE / "lessons"
-    lessons.mkdir()
     plans = sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md"))
     for plan in plans:
-        shutil.copy(plan, lessons / plan.name)
+        (lessons / plan.name).write_text(NOSEARCH + plan.read_text())
     (lessons / "index.md").write_text(
-        "# Lesson plans\n\nA 90-minute class for every chapter: what to say, run live, show or skip; how long each "
-        "section runs on two CPU cores; the prediction's poll; class or homework for each exercise; the discussion "
-        "questions with their answers.\n\n```{toctree}\n:maxdepth: 1\n\n"
+        NOSEARCH + "# Lesson plans\n\nA 90-minute class for every chapter: what to say, run live, show or skip; how "
+        "long each section runs on two CPU cores; the prediction's poll; class or homework for each exercise; the "
+        "discussion questions with their answers.\n\n```{toctree}\n:maxdepth: 1\n\n"
         + "\n".join(plan.stem for plan in plans)
         + "\n```\n"
     )
@@ -245,19 +317,41 @@ def check() -> list[str]:
             problems.append(f"{path.relative_to(OUT)}: {escape(snippet)}")
     pages = list(OUT.rglob("*.html"))
     expected = {f"chapters/{p.stem}.html" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    expected |= {f"downloads/{p.name}" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    expected |= {f"downloads/student/{p.name}" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     expected |= {
         "index.html",
-        "instructor_guide.html",
-        "lessons/index.html",
+        "teaching/index.html",
+        "teaching/instructor_guide.html",
+        "teaching/lessons/index.html",
         "api/index.html",
         "search.html",
         "searchindex.js",
     }
+    problems += teaching_searched()
     missing = sorted(e for e in expected if not (OUT / e).exists())
     problems += [f"missing page: {m}" for m in missing]
     if not pages:
         problems.append("no page built")
     return problems
+
+
+def teaching_searched(index: Path | None = None) -> list[str]:
+    """The pages of the Teaching section whose words the search index holds (``page: N words``): a student's search
+    must find none of them, the lesson plans' poll answers above all."""
+    path = index or OUT / "searchindex.js"
+    if not path.exists():
+        return []
+    text = path.read_text()
+    data = json.loads(text[text.index("(") + 1 : text.rindex(")")])
+    teaching = {i: name for i, name in enumerate(data["docnames"]) if name.startswith("teaching/")}
+    found: dict[str, int] = {}
+    for kind in ("terms", "titleterms"):
+        for pages in data.get(kind, {}).values():
+            for i in pages if isinstance(pages, list) else [pages]:
+                if i in teaching:
+                    found[teaching[i]] = found.get(teaching[i], 0) + 1
+    return [f"{name}: {n} words in the students' search index" for name, n in sorted(found.items())]
 
 
 def main() -> int:

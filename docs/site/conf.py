@@ -1,7 +1,7 @@
 """Sphinx configuration of the course's website, built by ``make site`` (tools/build_site.py).
 
-tools/build_site.py stages the pages (the README as the landing page, the committed notebooks, the instructor guide,
-an API reference) into build/site-src/ next to this file's settings, then runs Sphinx into build/site/. Nothing is
+tools/build_site.py stages the pages (a landing page for students, the committed notebooks and both editions to
+download, a Teaching section with the instructor guide, the lesson plans and the README, an API reference) into build/site-src/ next to this file's settings, then runs Sphinx into build/site/. Nothing is
 executed: the notebooks' stored outputs are the pages' outputs. The site fetches nothing from another host: formulas
 are MathML written at build time (``latex2mathml``), Vega comes from ``vl-convert-python``, the theme's fonts and icons
 from its own package.
@@ -26,8 +26,12 @@ project = "Transformers from Scratch"
 author = "the Transformers from Scratch authors"
 copyright = "the Transformers from Scratch authors, MIT licence"
 sys.path.insert(0, str(Path(__file__).parent))  # mathml.py
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode", "mathml"]
-exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode", "sphinx_copybutton", "mathml"]
+exclude_patterns = ["_build", "_extra", "**.ipynb_checkpoints"]
+# A copy button on code (not on prompts or on what a cell printed), with the notebooks' own script, nothing fetched.
+copybutton_selector = "div.cell_input div.highlight pre, div.highlight-bash pre, div.highlight-python pre"
+# _extra/downloads/: both editions of every chapter, as files a reader downloads (from a USB stick too).
+html_extra_path = ["_extra"]
 nb_execution_mode = "off"  # the committed outputs, as CI checked them
 nb_merge_streams = True
 # The folded cells of a chapter are its exercises' solutions (and the answers to its predictions).

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "build" / "site"
 SEARCH_TERM, SEARCH_CHAPTER = "teacher forcing", "05_decoder"
+HIDDEN_TERM = "discussion"  # in every lesson plan: the students' search finds no page of the Teaching section
 SHOTS = ["index", "chapters/05_decoder", "chapters/10_gpt2_and_llama"]
 WIDTHS = {"phone": (390, 844), "laptop": (1366, 900)}
 
@@ -151,8 +152,25 @@ def main() -> int:
             report["failures"].append(f"search for {SEARCH_TERM!r} does not find chapter {SEARCH_CHAPTER}: {hits[:5]}")
         print(f"search {SEARCH_TERM!r}: {len(hits)} pages, chapter {SEARCH_CHAPTER} among them: "
               f"{any(SEARCH_CHAPTER in h for h in hits)}")  # fmt: skip
+        page.goto((SITE / "search.html").as_uri() + f"?q={HIDDEN_TERM}", wait_until="load")
+        page.wait_for_timeout(3000)
+        hits = page.eval_on_selector_all("#search-results ul li a, ul.search li a", "as => as.map(a => a.href)")
+        report["failures"] += [
+            f"search for {HIDDEN_TERM!r} finds an instructors' page: {h}" for h in hits if "/teaching/" in h
+        ]
         page.wait_for_timeout(1000)
         report["failures"] += [f"search page: console: {e}" for e in search_errors]
+        page.close()
+
+        # On a phone, no student's page is wider than the screen (a wide table or formula scrolls in its own box).
+        page = browser.new_page(viewport=dict(zip(("width", "height"), WIDTHS["phone"], strict=True)))
+        page.route("**/*", offline)
+        for path in [SITE / "index.html", *sorted((SITE / "chapters").glob("*.html"))]:
+            page.goto(path.as_uri(), wait_until="load")
+            page.wait_for_timeout(300)
+            wide = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            if wide > 1:
+                report["failures"].append(f"{path.relative_to(SITE)}: {wide} px wider than a phone's screen")
         page.close()
 
         # The sidebar's toggle: on a phone it opens the chapters as a panel, on a laptop it folds the sidebar.
