@@ -132,3 +132,12 @@ def test_the_lesson_plans_run_times_are_the_measured_ones():
         minutes = [(int(a), int(b)) for a, b in re.findall(r"^\|\s*(\d+)\s*[–-]\s*(\d+)\s*\|", plan, re.MULTILINE)]
         assert minutes and minutes[0][0] == 0 and minutes[-1][1] == 90, f"{lesson.name}: the plan is not 0-90 min"
         assert all(b == c for (_, b), (c, _) in itertools.pairwise(minutes)), f"{lesson.name}: gaps"
+
+
+@SLOW
+def test_the_complete_edition_a_deck_names_is_the_notebook_and_every_box_is_fitted_to_its_slide(decks):
+    for deck in sorted(decks.glob("[0-9][0-9]_*.html")):
+        page = deck.read_text()
+        links = re.findall(r'<a href="([^"]*)">complete edition</a>', page)
+        assert links and all(link.endswith(f"notebooks/{deck.stem}.ipynb") for link in links), (deck.stem, links)
+        assert 'Reveal.on("slidechanged", e => fitBoxes(e.currentSlide))' in page

@@ -251,8 +251,18 @@ def code_piece(source: str, label: str = "") -> Piece:
 # --- a chapter's deck ------------------------------------------------------------------------------------------
 
 
+def _colab(path: str) -> str:
+    import tomllib
+
+    course = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
+    return f"https://colab.research.google.com/github/{course['repository']}/blob/{course['branch']}/{path}"
+
+
 def _fix_links(source: str) -> str:
     source = BADGE.sub("", source)
+    # "the complete edition" is the notebook (on Colab), not this deck, which shows it without its solutions
+    source = re.sub(r"\[complete edition\]\(\.\./(\d\d_\w+\.ipynb)\)",
+                    lambda m: f"[complete edition]({_colab('notebooks/' + m.group(1))})", source)  # fmt: skip
     source = re.sub(r"\]\(student/([^)#]+)\.ipynb", r"](\1.html", source)
     source = re.sub(r"\]\(\.\./(\d\d_\w+)\.ipynb", r"](\1.html", source)
     return re.sub(r"\]\((\d\d_[\w]+)\.ipynb", r"](\1.html", source)
@@ -425,6 +435,28 @@ Reveal.initialize({{
   width: {width}, height: {height}, margin: 0.02, minScale: 0.2, maxScale: 1.5,
   center: false, hash: true, slideNumber: "h.v", transition: "none", plugins: [RevealNotes]
 }});
+// Each scrolling box (long code or output) as tall as the room its slide leaves, not a fixed height: it shows all
+// it holds where the slide has room, and scrolls only what does not fit, the code before the output.
+function fitBoxes(slide) {{
+  if (!slide) return;
+  const boxes = Array.from(slide.querySelectorAll(":scope > .scroll"));
+  if (!boxes.length) return;
+  boxes.forEach(b => {{ b.style.maxHeight = "none"; }});
+  const outer = el => {{ const st = getComputedStyle(el); return el.offsetHeight + parseFloat(st.marginTop) + parseFloat(st.marginBottom); }};
+  const parts = Array.from(slide.children).filter(el => el.tagName !== "ASIDE");
+  const total = parts.reduce((sum, el) => sum + outer(el), 0);
+  const over = total - (Reveal.getConfig().height - 24);
+  if (over <= 0) return;
+  // the code gives up its room first: the output is what the class is shown
+  let left = over;
+  for (const b of [...boxes.filter(b => b.classList.contains("code")), ...boxes.filter(b => !b.classList.contains("code"))]) {{
+    const cut = Math.min(left, Math.max(0, b.offsetHeight - 120));
+    b.style.maxHeight = (b.offsetHeight - cut) + "px";
+    left -= cut;
+  }}
+}}
+Reveal.on("ready", e => fitBoxes(e.currentSlide));
+Reveal.on("slidechanged", e => fitBoxes(e.currentSlide));
 </script>
 </body>
 </html>

@@ -49,8 +49,13 @@ INSPECT = """() => {
     const text = Array.from(s.querySelectorAll("p, li, td, th, h1, h2, h3, blockquote"))
                       .map(e => e.innerText).join("\\n");
     const raw = (text.match(/\\$\\$|\\\\(frac|sqrt|mathrm|text|begin|sum|left|right)\\b|\\$[^$\\s][^$]*\\$/) || [])[0];
+    const boxes = Array.from(s.querySelectorAll(".scroll"));
     out.push({
       slide: `${idx.h}/${idx.v || 0}`, bottom: Math.round(bottom), right: Math.round(right),
+      // a box that hides some of what it holds: downwards (it scrolls) and sideways (nothing should be)
+      clipped: boxes.filter(b => b.scrollHeight > b.clientHeight + 2).map(b => b.textContent.trim().slice(0, 50)),
+      cut_sideways: Array.from(s.querySelectorAll(".scroll, pre, table"))
+                         .filter(b => b.scrollWidth > b.clientWidth + 2).map(b => b.textContent.trim().slice(0, 50)),
       raw_latex: raw || null,
       merror: s.querySelectorAll("merror").length,
       images_missing: Array.from(s.querySelectorAll("img")).filter(i => !(i.complete && i.naturalWidth > 0)).length,
@@ -126,6 +131,11 @@ def main() -> int:
                     failures.append(f"{where}: {s['bottom']} px tall, the screen has {found['height']}")
                 if s["right"] > found["width"] + 1:
                     failures.append(f"{where}: {s['right']} px wide, the screen has {found['width']}")
+                if s["clipped"] and found["height"] - s["bottom"] > 150:
+                    failures.append(f"{where}: a box hides part of its content while {found['height'] - s['bottom']} "
+                                    f"px of the slide are empty: {s['clipped'][0]!r}")  # fmt: skip
+                for cut in s["cut_sideways"]:
+                    failures.append(f"{where}: cut at the right edge: {cut!r}")
                 if s["raw_latex"]:
                     failures.append(f"{where}: raw LaTeX on the slide: {s['raw_latex'][:40]!r}")
                 if s["merror"]:
