@@ -110,6 +110,7 @@ CHARS_PER_LINE = 105  # of prose at the deck's font size, on a 1280-px slide
 LINE = 32  # px per line of prose
 CODE_LINE = 23  # px per line of code or output
 CODE_MAX, OUTPUT_MAX, IMAGE_MAX = 330, 250, 560  # the boxes' max-height in slides.css; a figure's height
+PREDICTION_ROOM = 120  # a prediction's cell (two lines of code) below its question and choices
 
 
 def _prose_height(block: str) -> int:
@@ -333,7 +334,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                                [answers])])  # fmt: skip
 
     answer_note = ""  # a prediction's answer: in the notes of the slide that measures it, not of the question's
-    for cell, theirs in zip(complete.cells, student.cells, strict=True):
+    cells = list(zip(complete.cells, student.cells, strict=True))
+    for k, (cell, theirs) in enumerate(cells):
         if cell.cell_type == "markdown":
             # Where the editions' text differs (the title's banner, the exercises' introduction), the student
             # edition's describes what the deck shows: stubs. Its banner, about editions, is left out.
@@ -343,6 +345,9 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 source = source.replace(f"attachment:{name}", f"data:{mime};base64,{_text(encoded)}")
             blocks = _blocks(source)
             heading = re.match(r"^(#{1,2}) (.*)", blocks[0]) if blocks else None
+            # before a prediction's cell: its question (the paragraph that says to predict) and its choices
+            poll = k + 1 < len(cells) and "check_prediction(" in cells[k + 1][0].source
+            asked = next((i for i, b in enumerate(blocks) if re.search(r"\bpredict", b, re.I)), None) if poll else None
             if heading and not discussed and heading.group(2).strip() in CLOSING_SECTIONS:
                 discussion_slide()  # after the chapter's last section, before its pitfalls, summary and exercises
                 discussed = True
@@ -351,7 +356,20 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 section_title = heading.group(2) if heading else section_title
                 if heading and heading.group(1) == "#":
                     title = heading.group(2)
-            for block in blocks:
+            for i, block in enumerate(blocks):
+                # What must share this block's slide: a prediction's question, its choices (the blocks after it)
+                # and its cell, so that the poll is read at once; a heading and what follows it (the next block,
+                # or the code cell that comes next).
+                if i == asked:
+                    needed = sum(_prose_height(b) for b in blocks[i:]) + PREDICTION_ROOM
+                elif block.lstrip().startswith("#") and not (i == 0 and heading):
+                    needed = _prose_height(block) + (_prose_height(blocks[i + 1]) if i + 1 < len(blocks) else 150)
+                else:
+                    needed = 0
+                if needed and len(sections[-1][-1].pieces) > 1 and sections[-1][-1].height + needed > BUDGET:
+                    sections[-1].append(
+                        Slide([Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)])
+                    )
                 if "![" in block and sections[-1][-1].pieces and len(sections[-1][-1].pieces) > 1:
                     sections[-1].append(
                         Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])

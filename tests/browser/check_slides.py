@@ -65,6 +65,11 @@ INSPECT = """() => {
       answer_note: s.querySelector("aside.notes") ? /prediction's answer/.test(s.querySelector("aside.notes").textContent)
                                                   : false,
       prediction: !!s.querySelector(".badge") && s.querySelector(".badge").textContent === "predict",
+      poll_question: Array.from(s.querySelectorAll("p, li")).some(p => /\\bpredict/i.test(p.textContent)),
+      // a heading with nothing after it on its slide: its content is on the next
+      orphan: (() => { const kids = Array.from(s.children).filter(e => e.tagName !== "ASIDE");
+                       const last = kids[kids.length - 1];
+                       return kids.length > 1 && !!last && /^H[1-4]$/.test(last.tagName) ? last.textContent.slice(0, 60) : null; })(),
       prediction_shown: /my_prediction\\s*=\\s*["']/.test(Array.from(s.querySelectorAll(":scope > *:not(aside)"))
                                                           .map(e => e.textContent).join(" ")),
     });
@@ -144,6 +149,10 @@ def main() -> int:
                     failures.append(f"{where}: {s['images_missing']} images not loaded")
                 if s["solution"] or s["prediction_shown"]:
                     failures.append(f"{where}: a solution or a prediction's answer is on the slide")
+                if s["orphan"]:
+                    failures.append(f"{where}: the heading {s['orphan']!r} ends the slide, its content on the next")
+                if s["prediction"] and not s["poll_question"]:
+                    failures.append(f"{where}: the prediction's choices without its question (on the slide before)")
                 if s["prediction"]:
                     predictions += 1
                     later = found["slides"][found["slides"].index(s) + 1 :]
