@@ -141,3 +141,12 @@ def test_the_complete_edition_a_deck_names_is_the_notebook_and_every_box_is_fitt
         links = re.findall(r'<a href="([^"]*)">complete edition</a>', page)
         assert links and all(link.endswith(f"notebooks/{deck.stem}.ipynb") for link in links), (deck.stem, links)
         assert 'Reveal.on("slidechanged", e => fitBoxes(e.currentSlide))' in page
+
+
+@SLOW
+def test_the_speaker_notes_carry_every_part_of_the_lesson_plans_script_with_its_minutes(decks):
+    for plan in sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md")):
+        parts = re.findall(r"^\*\*(\d+)–(\d+) · ", plan.read_text(), re.MULTILINE)
+        page = (decks / f"{plan.stem}.html").read_text()
+        cues = re.findall(r'<div class="cue"><p><b>minutes (\d+)–(\d+) · ', page)
+        assert cues == parts and parts, plan.stem  # every part, once, in the plan's order

@@ -304,6 +304,42 @@ def lesson_discussion(stem: str) -> list[tuple[str, str]]:
     return [(" ".join(q.split()), a.strip()) for q, a in pairs]
 
 
+CUE = re.compile(r"^\*\*(\d+)–(\d+) · (.+?)\*\*(.*?)(?=^\*\*\d+–\d+ · |^#|\Z)", re.DOTALL | re.MULTILINE)
+
+
+def _part_key(name: str) -> str:
+    """What a lesson plan's part or a deck's section is called, to match one to the other: ``§5``, ``bug 7``,
+    ``setup``, ``discussion``, ``summary`` (the wrap-up), else its name in lower case."""
+    name = name.strip().rstrip(".")
+    for pattern, key in ((r"§(\d+)", "§{}"), (r"^(\d+)\.", "§{}"), (r"^Bugs? (\d+)", "bug {}")):
+        found = re.search(pattern, name)
+        if found:
+            return key.format(found.group(1))
+    for start, key in (("Opening", "setup"), ("Setup", "setup"), ("Discussion", "discussion"), ("Wrap-up", "summary")):
+        if name.startswith(start):
+            return key
+    return name.lower()
+
+
+def lesson_cues(stem: str, sections: set[str]) -> dict[str, list[tuple[str, str]]]:
+    """The lesson plan's part-by-part script (``**32–38 · §5 Training.** Say: ... Run live: ...``), by the deck
+    section it belongs to (``_part_key``: ``sections`` are the deck's, ``"discussion"`` the discussion slide's); a
+    part that names none of them goes with the part before it. Each: (its minutes and name, its cues in Markdown)."""
+    path = LESSONS / f"{stem}.md"
+    if not path.exists():
+        return {}
+    text = re.sub(r"<!-- /?quote(?::[\w-]+)? -->", "", path.read_text())
+    part = re.search(r"^### Part by part\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
+    cues: dict[str, list[tuple[str, str]]] = {}
+    target = "setup"
+    for m in CUE.finditer(part.group(1) if part else ""):
+        label = m.group(3).rstrip(".")
+        if _part_key(label) in sections | {"discussion"}:
+            target = _part_key(label)
+        cues.setdefault(target, []).append((f"minutes {m.group(1)}–{m.group(2)} · {label}", m.group(4).strip()))
+    return cues
+
+
 def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
     """The deck's HTML, and its number of slides."""
     complete = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
@@ -326,12 +362,22 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
 
     discussion = lesson_discussion(stem)
     discussed = not discussion
+    titles = {_part_key(m.group(1)) for c in complete.cells if c.cell_type == "markdown"
+              for m in re.finditer(r"^## (.+)$", c.source, re.MULTILINE)}  # fmt: skip
+    cues = lesson_cues(stem, titles)
+
+    def script(target: str) -> list[str]:
+        """The plan's cues for a section, as the first notes of its first slide: what to say and run, and when."""
+        return [
+            f'<div class="cue"><p><b>{md.renderInline(name)}</b></p>{md.render(text)}</div>'
+            for name, text in cues.pop(target, [])
+        ]
 
     def discussion_slide() -> None:
         questions = "".join(f"<li>{md.renderInline(q)}</li>" for q, _ in discussion)
         answers = "".join(f"<p><b>{md.renderInline(q)}</b></p>{md.render(a)}" for q, a in discussion)
         sections.append([Slide([Piece(f"<h2>Discussion</h2><ol class=\"discussion\">{questions}</ol>", 500)],
-                               [answers])])  # fmt: skip
+                               [*script("discussion"), answers])])  # fmt: skip
 
     answer_note = ""  # a prediction's answer: in the notes of the slide that measures it, not of the question's
     cells = list(zip(complete.cells, student.cells, strict=True))
@@ -354,6 +400,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             if heading or not sections:
                 new_section()
                 section_title = heading.group(2) if heading else section_title
+                if heading and heading.group(1) == "##":
+                    sections[-1][0].notes += script(_part_key(section_title))
                 if heading and heading.group(1) == "#":
                     title = heading.group(2)
             for i, block in enumerate(blocks):
@@ -454,17 +502,26 @@ Reveal.initialize({{
   center: false, hash: true, slideNumber: "h.v", transition: "none", plugins: [RevealNotes]
 }});
 // Each scrolling box (long code or output) as tall as the room its slide leaves, not a fixed height: it shows all
-// it holds where the slide has room, and scrolls only what does not fit, the code before the output.
+// it holds where the slide has room, and scrolls only what does not fit, the code before the output. A figure alone
+// on its slide grows into the room left, as wide as the slide allows: legible from the back of the room.
 function fitBoxes(slide) {{
   if (!slide) return;
   const boxes = Array.from(slide.querySelectorAll(":scope > .scroll"));
-  if (!boxes.length) return;
   boxes.forEach(b => {{ b.style.maxHeight = "none"; }});
   const outer = el => {{ const st = getComputedStyle(el); return el.offsetHeight + parseFloat(st.marginTop) + parseFloat(st.marginBottom); }};
   const parts = Array.from(slide.children).filter(el => el.tagName !== "ASIDE");
-  const total = parts.reduce((sum, el) => sum + outer(el), 0);
-  const over = total - (Reveal.getConfig().height - 24);
-  if (over <= 0) return;
+  const over = parts.reduce((sum, el) => sum + outer(el), 0) - (Reveal.getConfig().height - 24);
+  const figures = Array.from(slide.querySelectorAll("img.figure"));
+  if (over < 0 && figures.length === 1 && !figures[0].dataset.grown) {{
+    const img = figures[0], w = img.offsetWidth, h = img.offsetHeight;
+    const grow = Math.min((h - over) / h, (Reveal.getConfig().width - 40) / w);
+    if (grow > 1.02) {{
+      img.style.width = Math.floor(w * grow) + "px";
+      img.style.height = Math.floor(h * grow) + "px";
+      img.dataset.grown = "1";
+    }}
+  }}
+  if (over <= 0 || !boxes.length) return;
   // the code gives up its room first: the output is what the class is shown
   let left = over;
   for (const b of [...boxes.filter(b => b.classList.contains("code")), ...boxes.filter(b => !b.classList.contains("code"))]) {{
