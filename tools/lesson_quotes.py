@@ -6,7 +6,9 @@ In ``docs/lessons/NN_*.md`` a quoted figure stands between two markers, which Ma
 
 ``QUOTES`` says, for each chapter and name, which printed line of the complete edition (``notebooks/NN_*.ipynb``, as
 ``make outputs`` saved it) holds the figure and how the plan writes it. ``tests/test_figures.py`` fails when a plan's
-figure differs from its notebook, names a quote this file does not know, or a known quote is missing from its plan.
+figure differs from its notebook, names a quote this file does not know, or a known quote is missing from its plan;
+and when a plan quotes, outside the markers, a number with decimals or a percentage that its chapter neither prints
+nor says (a figure of an older run).
 The run times of each section are ``tools/lesson_times.py``'s.
 
     python tools/lesson_quotes.py            # rewrite every quoted figure from the notebooks
@@ -78,7 +80,52 @@ def _runs(text: str) -> str:
     return str(len(_all(r"^[\w ,-]+, seed \d+: .*?\|\s*\d+/\d+", text)))
 
 
+def _changes(text: str) -> str:
+    """Chapter 05's largest changes of outputs 0-3 without a mask, to two decimals."""
+    found = _all(r"^without a mask +: largest change of outputs 0-5 = (.*)$", text)[0][0]
+    return ", ".join(f"{float(v):.2f}" for v in found.split(", ")[:4])
+
+
+def _failure_kinds(text: str) -> str:
+    """Chapter 06's failures by kind, as the plan words them."""
+    kinds = dict(re.findall(r"'([^']+)': (\d+)", _all(r"^\d+ failures, .*; wrong fields: (\{.*\})$", text)[0][0]))
+    words = {
+        "one digit wrong": "with one digit wrong",
+        "same digits, other order": "with the right digits in the other order",
+    }
+    return ", ".join(f"{n} {words.get(kind, kind)}" for kind, n in kinds.items())
+
+
 QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
+    "01_attention": {
+        "time-ratios": one(r"^each doubling of T multiplies the time by\s+([\d., ]+?)\s*$"),
+    },
+    "02_multi_head_attention": {
+        "look-back-weight": one(r"^head 1:\s+([\d.]+)"),
+    },
+    "05_decoder": {
+        "unmasked-changes": _changes,
+        "mirror-head-0": one(r"^head 0: mean weight on the mirrored letter ([\d.]+)"),
+        "mirror-head-1": one(r"^head 1: mean weight on the mirrored letter ([\d.]+)"),
+    },
+    "06_transformer": {
+        "failures": one(r"^(\d+) failures, "),
+        "accuracy": one(r"^held-out exact-match accuracy: ([\d.]+%)"),
+        "one-field": one(r"^\d+ failures, (\d+) of them with exactly one field wrong"),
+        "failure-kinds": _failure_kinds,
+        "year-share": one(r"^ year digits: (\d+%) on the year"),
+        "year-uniform": one(r"^ year digits: .*\(a uniform spread: (\d+%)\)"),
+        "year-lowest": one(r"^ year digits: .*; lowest format \w+: (\d+%)"),
+        "weekday-from-year": one(r"attention on the weekday's letters: year digits (\d+%)"),
+    },
+    "09_bug_lab": {
+        "no-dim-batch": one(r"^ *log_softmax without dim: .*exact match ([\d.]+%) in one batch"),
+        "no-dim-single": one(r"^ *log_softmax without dim: .*, ([\d.]+%) one string at a time"),
+        "padding-correct": one(r"^keys axis \(correct\): exact match ([\d.]+%)"),
+        "padding-correct-more": one(r"^keys axis \(correct\): .*after each source ([\d.]+%)"),
+        "padding-buggy": one(r"^ *queries axis: exact match ([\d.]+%)"),
+        "padding-buggy-more": one(r"^ *queries axis: .*after each source ([\d.]+%)"),
+    },
     "07_gpt": {
         "cpu-parameters": one(r"^SHAKESPEARE_GPT_CPU: ([\d,]+) parameters"),
         "gpu-millions": one(r"^SHAKESPEARE_GPT_GPU: .* = ([\d.]+) M without", "{0} M"),
@@ -140,6 +187,40 @@ def rewrite(text: str, stem: str, printed: str) -> tuple[str, list[str]]:
     return new, problems
 
 
+# A figure a plan may quote: a number with decimals, or a percentage (not inside a formula).
+FIGURE = re.compile(r"(?<![\w.$^{])(\d[\d,]*\.\d+|\d+(?:\.\d+)? ?%)(?![\w}])")
+
+
+def chapter_text(stem: str) -> str:
+    """Everything a chapter's complete edition says: its cells' sources and what they printed or displayed."""
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    said = []
+    for cell in nb["cells"]:
+        said.append("".join(cell["source"]))
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = out.get("text") or data.get("text/plain", "") or data.get("text/html", "")
+            said.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(said)
+
+
+def unsourced(stem: str) -> list[str]:
+    """The figures (decimals, percentages) a plan quotes outside its quote markers and run-time table that its chapter
+    neither prints nor says: a figure from an older run, most likely (``line N: figure``)."""
+    text = plan(stem).read_text(encoding="utf-8")
+    text = re.sub(r"<!-- run-times:start -->.*?<!-- run-times:end -->", lambda m: "\n" * m.group().count("\n"), text,
+                  flags=re.DOTALL)  # fmt: skip
+    text = MARKED.sub(lambda m: "\n" * m.group().count("\n"), text)
+    text = re.sub(r"\$[^$]*\$", "", text)
+    said = chapter_text(stem)
+    found = []
+    for m in FIGURE.finditer(text):
+        figure = m.group(1)
+        if figure not in said and figure.replace(" %", "%") not in said and figure.replace("%", " %") not in said:
+            found.append(f"{stem}, line {text[: m.start()].count(chr(10)) + 1}: {figure}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 naming what differs")
@@ -153,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.check and new != text:
             path.write_text(new, encoding="utf-8")
     for path in sorted(LESSONS.glob("[0-9][0-9]_*.md")):
+        problems += [f"{line}: not printed by the chapter (mark it as a quote)" for line in unsourced(path.stem)]
         if path.stem not in QUOTES and MARKED.search(path.read_text(encoding="utf-8")):
             problems.append(f"{path.stem}: quotes a figure, and QUOTES has no entry for its chapter")
     if problems:
