@@ -2,6 +2,8 @@
 and batches, decoding (greedy and beam search) and the metrics. Imports ``model`` and ``data``, never ``teaching``.
 
 - ``loop``: ``TrainConfig``, the learning-rate schedules, ``train_step`` and ``train``, ``History``
+- ``checkpoint``: what ``train(checkpoint=...)`` saves and resumes from (``save_checkpoint``, ``load_checkpoint``,
+  ``CheckpointMismatch``): training that survives a disconnect
 - ``recipes``: every training run of the course, once (``DATE_TRANSFORMER``, ``SHAKESPEARE_GPT_CPU``...)
 - ``pretrained``: ``load_pretrained``, the weights those recipes gave (``course_utils/checkpoints/``)
 - ``seq2seq``: ``seq2seq_loss`` (teacher forcing), ``pad_batch``, ``translation_batches``, ``validation_loss``

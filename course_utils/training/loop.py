@@ -11,7 +11,8 @@ import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -20,6 +21,7 @@ from tqdm.auto import tqdm
 
 from ..settings import AMP_DTYPE, GPU_DRY_RUN, PROGRESS
 from ..utils import eval_mode, in_mode, synchronize
+from .checkpoint import load_checkpoint, random_state, refuse_another_run, save_checkpoint, set_random_state
 
 __all__ = ["History", "TrainConfig", "lr_factor", "make_optimizer", "noam_lr", "train", "train_step"]
 
@@ -240,6 +242,8 @@ def train(
     eval_every: int = 0,
     progress: bool = True,
     desc: str = "training",
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 0,
 ) -> History:
     """Train ``model`` for ``config.steps`` steps with AdamW and the configured warm-up schedule.
 
@@ -247,18 +251,59 @@ def train(
     ``loss_fn(model, *batch)``. ``eval_fn(model)``, if given, runs every ``eval_every`` steps and
     at the end, in eval mode and without gradients; its results are kept in ``History.evals`` and shown on
     the progress bar. The model trains in training mode and is left in the mode it was in before.
+
+    ``checkpoint``, a file's path, makes the run survive a disconnect: every ``checkpoint_every`` steps (and at the
+    end) the model, the optimizer, the step, the history and every random generator's state are saved there
+    (``course_utils.training.checkpoint``, atomically); a run started with the file there goes on from it, after
+    taking from ``batches`` the batches the saved steps used (so ``batches`` must give the same batches in the same
+    order each time, as ``random_windows`` with its seed does). On the CPU the weights then end exactly as a run never
+    stopped would leave them. A checkpoint of another recipe or model is refused, with the fix in the message.
     """
+    if checkpoint_every < 0 or (checkpoint_every and checkpoint is None):
+        raise ValueError(f"checkpoint_every={checkpoint_every}: give a checkpoint path and a number of steps >= 0")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
     optimizer = make_optimizer(model, config)
-    _autocast_dtype(device, config.amp)  # where a GPU trains in float16 or float32, its one line comes before the bar
+    dtype = _autocast_dtype(device, config.amp)  # where a GPU trains in float16 or float32, its line before the bar
     steps = min(config.steps, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else config.steps
     history, losses, shown, evaluating = History(), [], {}, 0.0
+    first, earlier = 0, 0.0  # the step a resumed run starts at, and the training seconds before it
+    path = Path(checkpoint) if checkpoint is not None else None
+    if path is not None and path.exists():
+        state = load_checkpoint(path)
+        refuse_another_run(state, config, model, path)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if state.get("scaler"):
+            _scaler(optimizer, device, dtype).load_state_dict(state["scaler"])
+        history = History(**state["history"])
+        first, earlier = min(int(state["step"]), steps), history.seconds
+        for _ in range(first):  # the data stream where the saved run left it
+            next(batches)
+        set_random_state(state["random"])  # after the batches skipped: the next draws are the ones it would make
+        shown = history.evals[-1][1] if history.evals else {}
+        if progress:
+            print(f"resumed from {path} at step {first} of {steps}", file=sys.stdout, flush=True)
     # A widget in notebooks; COURSE_PROGRESS=text gives a plain-text bar, whose last line stays readable
     # in saved notebooks (the committed outputs are made that way).
     bar_type = text_tqdm if PROGRESS.value() == "text" else tqdm
-    bar = bar_type(range(steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout)
+    bar = bar_type(range(first, steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout,
+                   initial=first, total=steps)  # fmt: skip
     start = time.perf_counter()
+
+    def save(step: int) -> None:
+        assert path is not None
+        synchronize(device)
+        so_far = History(history.steps, [*history.loss, *torch.stack(losses).float().cpu().tolist()] if losses
+                         else list(history.loss), history.lr, history.evals, history.eval_seconds,
+                         earlier + time.perf_counter() - start - evaluating)  # fmt: skip
+        scaler = _SCALERS.get(optimizer)
+        save_checkpoint(path, {
+            "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else {}, "history": asdict(so_far),
+            "random": random_state(), "config": asdict(config),
+        })  # fmt: skip
+
     with in_mode(model, training=True):
         for step in bar:
             lr = config.lr * lr_factor(step, config)
@@ -275,14 +320,18 @@ def train(
             if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or last):
                 synchronize(device)
                 paused = time.perf_counter()
-                history.eval_seconds.append(paused - start - evaluating)
+                history.eval_seconds.append(earlier + paused - start - evaluating)
                 with eval_mode(model), torch.no_grad():
                     shown = eval_fn(model)
                 history.evals.append((step + 1, shown))
                 evaluating += time.perf_counter() - paused
             if step % 50 == 0 or last:  # reading the loss waits for the device: not every step
                 bar.set_postfix({"loss": f"{float(loss):.3f}", **{k: f"{v:.3g}" for k, v in shown.items()}})
+            if path is not None and ((checkpoint_every and (step + 1) % checkpoint_every == 0) or last):
+                paused = time.perf_counter()
+                save(step + 1)
+                evaluating += time.perf_counter() - paused  # writing a checkpoint is not training time either
         synchronize(device)
-        history.seconds = time.perf_counter() - start - evaluating
-    history.loss = torch.stack(losses).float().cpu().tolist() if losses else []
+        history.seconds = earlier + time.perf_counter() - start - evaluating
+    history.loss = [*history.loss, *(torch.stack(losses).float().cpu().tolist() if losses else [])]
     return history
