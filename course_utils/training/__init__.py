@@ -4,6 +4,8 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
 - ``loop``: ``TrainConfig``, the learning-rate schedules, ``train_step`` and ``train``, ``History``
 - ``checkpoint``: what ``train(checkpoint=...)`` saves and resumes from (``save_checkpoint``, ``load_checkpoint``,
   ``CheckpointMismatch``): training that survives a disconnect
+- ``distributed``: data-parallel pieces on ``torch.distributed`` (``average_gradients``, ``shard``,
+  ``backend_for``, ``spawn``: local gloo processes under a timeout), proven equal to DDP and FSDP2
 - ``recipes``: every training run of the course, once (``DATE_TRANSFORMER``, ``SHAKESPEARE_GPT_CPU``...)
 - ``pretrained``: ``load_pretrained``, the weights those recipes gave (``course_utils/checkpoints/``)
 - ``seq2seq``: ``seq2seq_loss`` (teacher forcing), ``pad_batch``, ``translation_batches``, ``validation_loss``
