@@ -33,6 +33,17 @@ def loss_of(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return nn.functional.mse_loss(net(x), y)  # the mean over the rows
 
 
+def one_process() -> nn.Module:
+    """The model trained in one process, each step on the 2B rows that the two ranks share."""
+    single = model()
+    opt = torch.optim.SGD(single.parameters(), lr=0.1)
+    for x, y in data():
+        opt.zero_grad()
+        loss_of(single, x, y).backward()
+        opt.step()
+    return single
+
+
 def _data_parallel(rank: int, world: int) -> dict:
     """On each rank: the same model trained by hand-averaged gradients, and by DDP, on this rank's rows; then
     DDP's communication counted with and without ``no_sync`` over 4 micro-batches."""
@@ -71,12 +82,7 @@ def _data_parallel(rank: int, world: int) -> dict:
 
 def test_gradients_averaged_by_hand_ddp_and_one_process_with_the_whole_batch_train_the_same_weights():
     ranks = spawn(_data_parallel, 2, timeout=60)
-    single = model()  # one process, each step on the 2B rows the two ranks shared
-    opt = torch.optim.SGD(single.parameters(), lr=0.1)
-    for x, y in data():
-        opt.zero_grad()
-        loss_of(single, x, y).backward()
-        opt.step()
+    single = one_process()
     for result in ranks:
         for name, weight in single.state_dict().items():
             torch.testing.assert_close(result["hand"][name], weight, rtol=0, atol=1e-6)  # (a) and (b): rounding only
@@ -123,12 +129,7 @@ def test_fsdp2_trains_the_weights_ddp_does_holding_half_of_them_per_rank_and_its
     import torch.distributed.checkpoint as dcp
 
     ranks = spawn(_sharded, 2, str(tmp_path / "ckpt"), timeout=90)
-    single = model()
-    opt = torch.optim.SGD(single.parameters(), lr=0.1)
-    for x, y in data():
-        opt.zero_grad()
-        loss_of(single, x, y).backward()
-        opt.step()
+    single = one_process()
     for result in ranks:
         for name, weight in single.state_dict().items():
             torch.testing.assert_close(result["full"][name], weight, rtol=0, atol=1e-6)  # (d)
