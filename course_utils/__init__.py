@@ -13,7 +13,8 @@ down this list, never up (``tests/test_structure.py``):
                           ``Transformer``, ``GPT``, ``Llama`` (and ``CausalLM``, what both share), and their twins
                           from PyTorch's modules and Hugging Face's models (one name table per family)
 ``data/``                 tokenizers (one protocol) and datasets: toy pairs, dates, Tiny Shakespeare, Multi30k
-``training/``             training loop, recipes, shipped weights, seq2seq loss and batches, decoding, metrics
+``training/``             training loop (with checkpoints it resumes from), recipes, shipped weights, seq2seq loss
+                          and batches, decoding, metrics, data-parallel pieces on ``torch.distributed``
 ``teaching/``             probes that name bugs, plots and interactive charts
 ``checks/``               the exercise graders: ``from course_utils.checks import check_layer_norm``
 ``remote``                the grader's link to a kernel: the checkers call students' functions across it, as data
