@@ -865,7 +865,7 @@ def run_notebook(
         releases = release if isinstance(release, dict) else _releases(Path(release or RELEASE))
         stem = _chapter_of(nb, releases, chapter)
     except NotGradable as e:
-        return Report(str(path), [], [], None, unreadable=str(e))
+        return Report(str(path), [], [], None, unreadable=str(e), chapter=chapter)  # the chapter it was handed in for
     graded = _graded_notebook(nb, releases[stem])
     run = _run(graded.notebook, timeout, memory_mb, chosen, threads=threads)
     stopped = run.stopped
@@ -977,26 +977,33 @@ def tally(report: Report, points: dict[str, dict[str, float]] | None = None) -> 
 
 def write_sheet(reports: Sequence[Report], path: str | Path, points: dict[str, dict[str, float]] | None = None) -> None:
     """The grade sheet: one row per submission (the student, the chapter, the counts, the points, how many answers to
-    read) and a column per exercise holding its status; a file that could not be graded has a row that says why."""
-    chapters = [r for r in reports if not r.unreadable]
+    read, a note) and a column per exercise holding its status. A file that could not be graded has a full row too:
+    0 points (of the chapter's, where ``--chapter`` named it), every exercise ``not graded``, the reason in its note,
+    so that a spreadsheet totalling the column counts it."""
     names: dict[str, None] = {}
-    for report in chapters:
+    for report in reports:
         names.update((r.exercise, None) for r in report.results)
     counted = ["passed", "failed", "not attempted", "not run", "predictions answered", "points", "out of", "to read"]
     with Path(path).open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", "notebook", "chapter", *counted, *names])
+        writer.writerow(["student", "notebook", "chapter", *counted, "note", *names])
         for report in reports:
             student = student_of(report.notebook)
             if report.unreadable:
-                writer.writerow([student, report.notebook, f"not graded: {report.unreadable}"])
+                weights = (points or {}).get(report.chapter or "", {})
+                writer.writerow([
+                    student, report.notebook, report.chapter or "", 0, 0, 0, 0, "", 0,
+                    f"{sum(weights.values()):g}" if weights else "", 0, f"not graded: {report.unreadable}",
+                    *("not graded" for _ in names),
+                ])  # fmt: skip
                 continue
             t = tally(report, points)
             status = {r.exercise: r.status + (" (review)" if r.review else "") for r in report.results}
+            note = f"stopped early: {report.stopped}" if report.stopped else ""
             writer.writerow([
                 student, report.notebook, report.chapter, t.passed, t.failed, t.not_attempted, t.not_run,
                 f"{t.answered} of {t.predictions}", f"{t.points:g}", f"{t.out_of:g}",
-                sum(bool(r.review) for r in report.results), *(status.get(name, "") for name in names),
+                sum(bool(r.review) for r in report.results), note, *(status.get(name, "") for name in names),
             ])  # fmt: skip
 
 
@@ -1005,7 +1012,12 @@ def feedback(report: Report, points: dict[str, dict[str, float]] | None = None) 
     cells that raised and where to find them. The flags for the instructor are not in it."""
     student = student_of(report.notebook)
     if report.unreadable:
-        return f"# {student}\n\n{Path(report.notebook).name} could not be graded: {report.unreadable}\n"
+        chapter = f" for {report.chapter}" if report.chapter else ""
+        return (
+            f"# {report.chapter or 'Not graded'}: {student}\n\n{Path(report.notebook).name}, handed in{chapter}, could "
+            f"not be graded: {report.unreadable}.\n\nHand in the chapter's notebook itself, the .ipynb file Jupyter saves "
+            "(in Colab: File → Download → Download .ipynb), with your answers in its exercise cells.\n"
+        )
     t = tally(report, points)
     weights = (points or {}).get(report.chapter or "", {})
     lines = [f"# {report.chapter}: {student}", "", f"{Path(report.notebook).name}: {t.summary()}.", ""]
@@ -1032,7 +1044,8 @@ def write_feedback(
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for report in reports:
-        stem = re.sub(r"[^\w.-]+", "_", f"{student_of(report.notebook)}_{report.chapter or 'not_graded'}")
+        named = f"{student_of(report.notebook)}_{report.chapter}" if report.chapter else student_of(report.notebook)
+        stem = re.sub(r"[^\w.-]+", "_", named)
         path, n = folder / f"{stem}.md", 1
         while path in written:
             n += 1

@@ -472,13 +472,15 @@ def test_the_grade_sheet_counts_each_students_exercises_and_points_and_the_feedb
     assert (rows["alice"]["passed"], rows["alice"]["not attempted"], rows["alice"]["points"]) == ("1", "1", "2")
     assert rows["alice"]["out of"] == "5" and rows["alice"]["check_causal_mask"] == "pass"
     assert (rows["bob"]["failed"], rows["bob"]["not run"], rows["bob"]["points"]) == ("0", "1", "0")
-    assert rows["carol"]["chapter"].startswith("not graded")
+    assert rows["carol"]["note"].startswith("not graded") and rows["carol"]["points"] == "0"
+    assert rows["carol"]["check_causal_mask"] == "not graded" and rows["alice"]["note"] == ""
     told = (folder / "bob_01_tiny.md").read_text()
     # the cell that raised, found as the student sees the notebook: under its heading, the n-th code cell there
     assert 'section "01 · Tiny", code cell 2: ZeroDivisionError' in told
     assert "## check_padding_mask: not attempted (0 of 3 points)" in told
     assert "not attempted of 2 exercises" in (folder / "alice_01_tiny.md").read_text()
-    assert sorted(p.name for p in folder.iterdir()) == ["alice_01_tiny.md", "bob_01_tiny.md", "carol_not_graded.md"]
+    assert sorted(p.name for p in folder.iterdir()) == ["alice_01_tiny.md", "bob_01_tiny.md", "carol.md"]
+    assert "Hand in the chapter's notebook itself" in (folder / "carol.md").read_text()
 
 
 def test_the_courses_points_name_every_exercise_of_every_chapter_and_bad_points_are_refused(tmp_path):
