@@ -48,7 +48,7 @@ pytest_parallel = $(if $(filter 1,$(JOBS)),$(1)/bin/python -m pytest,OMP_NUM_THR
 # PyTorch's kernels without vector instructions round otherwise than those a CI machine picks for itself.
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default
 
-.PHONY: install lab ruff quick test test-colab site slides check-browser gpu-dry-run gpu-wheels gpu-check lint unit nbval outputs notebooks benchmark checkpoints constraints clean
+.PHONY: install lab ruff quick test test-colab site site-students slides check-browser gpu-dry-run gpu-wheels gpu-check lint unit nbval outputs notebooks benchmark checkpoints constraints clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make needs Python >= 3.11 (found " + sys.version.split()[0] + "); set PYTHON=python3.12 or see README for plain pip")'
@@ -138,6 +138,11 @@ gpu-check:
 site: install
 	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,site]"
 	$(BIN)/python tools/build_site.py
+
+# The same site without the Teaching section (the guide, the lesson plans with the polls' answers): for students.
+site-students: install
+	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,site]"
+	$(BIN)/python tools/build_site.py --students
 
 slides: install
 	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,slides]"

@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SITE_DOCS = ROOT / "docs" / "site"
 STAGE = ROOT / "build" / "site-src"
 OUT = ROOT / "build" / "site"
+STUDENTS = False  # --students: the site without the Teaching section (build/site-students), for a class's USB stick
 BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 TWIN = "static_twin"  # notebooks/build.py marks each chart's PNG twin so
 API_PAGES = {  # page: (title, modules)
@@ -134,14 +135,16 @@ def landing(readme: str, chapters: list[Path]) -> str:
         if time:
             lines += [f"About {time.group(1)}\u00a0minutes.", ""]
         lines += [chapter_links(path.name, up=""), ""]
-    lines += [
-        "## For instructors",
-        "",
-        "The [instructor guide](teaching/instructor_guide.md), a [lesson plan](teaching/lessons/index.md) per chapter "
-        "(with the polls' answers), the grader and the slides are in a section of their own, [Teaching](teaching/index.md), "
-        "which this site's search leaves out.",
-        "",
-    ]
+    if not STUDENTS:
+        lines += [
+            "## For instructors",
+            "",
+            "The [instructor guide](teaching/instructor_guide.md), a [lesson plan](teaching/lessons/index.md) per "
+            "chapter (with the polls' answers), the grader and the slides are in a section of their own, "
+            "[Teaching](teaching/index.md), which this site's search leaves out. To hand the site to a class, build it "
+            "without that section: `python tools/build_site.py --students`.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -175,7 +178,8 @@ def stage_notebook(path: Path, altair_spec, images: Path) -> tuple[nbformat.Note
                 target = images / f"{path.stem}-{index}-{file}"
                 target.write_bytes(base64.b64decode(encoded) if mime != "image/svg+xml" else encoded.encode())
                 cell.source = cell.source.replace(f"attachment:{file}", f"_images/{target.name}")
-            cell.source = re.sub(r"\]\(student/([^)]+)\)", lambda m: f"]({colab_url('notebooks/student/' + m.group(1))})",
+            # a link to the student edition: the file this site holds (offline too)
+            cell.source = re.sub(r"\[([^]]+)\]\(student/([^)]+)\)", r'<a href="../downloads/student/\2" download>\1</a>',
                                  cell.source)  # fmt: skip
             continue
         if cell.cell_type != "code":
@@ -243,9 +247,14 @@ def stage() -> None:
     readme = (ROOT / "README.md").read_text()
     toc = ["", "```{toctree}", ":hidden:", ":caption: Chapters", ""]
     toc += [f"chapters/{p.stem}" for p in chapters]
-    toc += ["```", "", "```{toctree}", ":hidden:", ":caption: For instructors", "", "teaching/index", "```", "",
-            "```{toctree}", ":hidden:", ":caption: Reference", "", "api/index", "```", ""]  # fmt: skip
+    toc += ["```", ""]
+    if not STUDENTS:
+        toc += ["```{toctree}", ":hidden:", ":caption: For instructors", "", "teaching/index", "```", ""]
+    toc += ["```{toctree}", ":hidden:", ":caption: Reference", "", "api/index", "```", ""]
     (STAGE / "index.md").write_text(local_badges(landing(readme, chapters), "_static") + "\n".join(toc))
+    if STUDENTS:
+        stage_api()
+        return
 
     # For instructors, apart: the README (the project: tests, CI, GPU runs), the guide and the lesson plans, with every
     # poll's answer, none of them in the students' search.
@@ -283,6 +292,10 @@ def stage() -> None:
         + "\n```\n"
     )
 
+    stage_api()
+
+
+def stage_api() -> None:
     api = STAGE / "api"
     api.mkdir()
     index = ["# The `course_utils` reference", "", "Generated from the docstrings of the package the notebooks import.",
@@ -319,11 +332,15 @@ def check() -> list[str]:
     expected = {f"chapters/{p.stem}.html" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     expected |= {f"downloads/{p.name}" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     expected |= {f"downloads/student/{p.name}" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    teaching = {"teaching/index.html", "teaching/instructor_guide.html", "teaching/lessons/index.html"}
+    if STUDENTS:
+        problems += [
+            f"an instructors' page on the students' site: {p.relative_to(OUT)}" for p in (OUT / "teaching").rglob("*")
+        ]
+    else:
+        expected |= teaching
     expected |= {
         "index.html",
-        "teaching/index.html",
-        "teaching/instructor_guide.html",
-        "teaching/lessons/index.html",
         "api/index.html",
         "search.html",
         "searchindex.js",
@@ -357,7 +374,13 @@ def teaching_searched(index: Path | None = None) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check an existing build/site/")
+    parser.add_argument(
+        "--students", action="store_true", help="the site without the Teaching section, in build/site-students/"
+    )
     args = parser.parse_args()
+    global STAGE, OUT, STUDENTS
+    if args.students:
+        STAGE, OUT, STUDENTS = ROOT / "build" / "site-students-src", ROOT / "build" / "site-students", True
     if not args.check:
         stage()
         sphinx()
