@@ -62,7 +62,7 @@ def _run(tmp_path, out, checkpoint="-", slow=0.0, wait=True):
 @pytest.mark.slow
 def test_a_run_killed_mid_training_and_resumed_ends_with_the_weights_of_a_run_never_stopped(tmp_path):
     path = tmp_path / "run.ckpt"
-    killed = _run(tmp_path, tmp_path / "never.pt", path, slow=0.03, wait=False)
+    killed = _run(tmp_path, tmp_path / "never.pt", path, slow=0.05, wait=False)  # 3 s: time to kill it mid-run
     assert killed is not None
     step, deadline = 0, time.monotonic() + 120
     while step < 20 and time.monotonic() < deadline:  # until a checkpoint of step 20 or later is on the disk
