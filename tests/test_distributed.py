@@ -4,6 +4,10 @@ communicating once; FSDP2 (``fully_shard``) and DDP, each rank holding half the 
 saved by 2 ranks and loaded into 1 process. Every collective runs under a timeout: nothing here can hang CI."""
 
 import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +16,10 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from course_utils.training.checkpoint import load_checkpoint
 from course_utils.training.distributed import average_gradients, backend_for, shard, spawn
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow  # each test starts processes
 
@@ -162,3 +169,24 @@ def test_what_would_hang_or_split_wrongly_is_a_clear_error():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="NCCL needs a CUDA GPU"):
             backend_for("cuda")
+
+
+@pytest.mark.skipif(not os.environ.get("COURSE_DATA_MIRROR"), reason="needs the Tiny Shakespeare mirror (CI sets it)")
+def test_chapter_07s_gpt_trains_under_torchrun_on_two_processes_and_resumes_from_rank_0s_checkpoint(tmp_path):
+    """The script a learner runs next: torchrun, 2 gloo processes, DDP, the course's loop and checkpoints."""
+    command = [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node=2", "-m",
+               "course_utils.training.train_gpt", "--recipe", "cpu", "--steps", "6", "--batch-size", "2",
+               "--checkpoint", str(tmp_path / "gpt.ckpt"), "--checkpoint-every", "3", "--out", str(tmp_path / "gpt.pt")]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "COURSE_PROGRESS": "text"}
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "2 ranks on cpu (gloo): 2 rows each, 4 a step" in first.stdout
+    assert "weights identical on 2 ranks: True" in first.stdout
+    assert load_checkpoint(tmp_path / "gpt.ckpt")["step"] == 6
+    trained = torch.load(tmp_path / "gpt.pt")
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode == 0 and "at step 6 of 6" in again.stdout, again.stderr[-2000:]
+    assert all(torch.equal(v, torch.load(tmp_path / "gpt.pt")[k]) for k, v in trained.items())
+    alone = subprocess.run([sys.executable, "-m", "course_utils.training.train_gpt"], env=env, capture_output=True,
+                           text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert alone.returncode == 2 and "start it with torchrun" in alone.stderr

@@ -6,6 +6,8 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
   ``CheckpointMismatch``): training that survives a disconnect
 - ``distributed``: data-parallel pieces on ``torch.distributed`` (``average_gradients``, ``shard``,
   ``backend_for``, ``spawn``: local gloo processes under a timeout), proven equal to DDP and FSDP2
+- ``train_gpt``: chapter 07's GPT trained data-parallel under ``torchrun`` (``torchrun --standalone
+  --nproc-per-node=2 -m course_utils.training.train_gpt``), with DDP, ``train`` and its checkpoints
 - ``recipes``: every training run of the course, once (``DATE_TRANSFORMER``, ``SHAKESPEARE_GPT_CPU``...)
 - ``pretrained``: ``load_pretrained``, the weights those recipes gave (``course_utils/checkpoints/``)
 - ``seq2seq``: ``seq2seq_loss`` (teacher forcing), ``pad_batch``, ``translation_batches``, ``validation_loss``

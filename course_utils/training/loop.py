@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
@@ -257,7 +258,8 @@ def train(
     (``course_utils.training.checkpoint``, atomically); a run started with the file there goes on from it, after
     taking from ``batches`` the batches the saved steps used (so ``batches`` must give the same batches in the same
     order each time, as ``random_windows`` with its seed does). On the CPU the weights then end exactly as a run never
-    stopped would leave them. A checkpoint of another recipe or model is refused, with the fix in the message.
+    stopped would leave them. A checkpoint of another recipe or model is refused, with the fix in the message. In a
+    process group (``torch.distributed``, a DDP model), only rank 0 writes the checkpoint; every rank resumes from it.
     """
     if checkpoint_every < 0 or (checkpoint_every and checkpoint is None):
         raise ValueError(f"checkpoint_every={checkpoint_every}: give a checkpoint path and a number of steps >= 0")
@@ -327,7 +329,8 @@ def train(
                 evaluating += time.perf_counter() - paused
             if step % 50 == 0 or last:  # reading the loss waits for the device: not every step
                 bar.set_postfix({"loss": f"{float(loss):.3f}", **{k: f"{v:.3g}" for k, v in shown.items()}})
-            if path is not None and ((checkpoint_every and (step + 1) % checkpoint_every == 0) or last):
+            due = (checkpoint_every and (step + 1) % checkpoint_every == 0) or last
+            if path is not None and due and (not dist.is_initialized() or dist.get_rank() == 0):
                 paused = time.perf_counter()
                 save(step + 1)
                 evaluating += time.perf_counter() - paused  # writing a checkpoint is not training time either
