@@ -69,8 +69,8 @@ def _data_parallel(rank: int, world: int) -> dict:
 
     calls = []
 
-    def counting(state, bucket):  # DDP's communication hook: one call per bucket all-reduced
-        calls.append(1)
+    def counting(state, bucket):  # DDP's communication hook: one call per bucket all-reduced, its bytes counted
+        calls.append(bucket.buffer().numel() * bucket.buffer().element_size())
         return default_hooks.allreduce_hook(state, bucket)
 
     counted = DDP(model())
@@ -84,7 +84,8 @@ def _data_parallel(rank: int, world: int) -> dict:
         for x, y in micro[:-1]:  # gradients accumulate locally
             (loss_of(counted, x, y) / 4).backward()
     (loss_of(counted, *micro[-1]) / 4).backward()  # the last one all-reduces the sum
-    return {"hand": by_hand.state_dict(), "ddp": ddp.module.state_dict(), "calls": (without, len(calls))}
+    sent = sum(calls)
+    return {"hand": by_hand.state_dict(), "ddp": ddp.module.state_dict(), "calls": (without, len(calls)), "bytes": sent}
 
 
 def test_gradients_averaged_by_hand_ddp_and_one_process_with_the_whole_batch_train_the_same_weights():
@@ -95,6 +96,9 @@ def test_gradients_averaged_by_hand_ddp_and_one_process_with_the_whole_batch_tra
             torch.testing.assert_close(result["hand"][name], weight, rtol=0, atol=1e-6)  # (a) and (b): rounding only
             torch.testing.assert_close(result["ddp"][name], weight, rtol=0, atol=1e-6)
         assert result["calls"] == (4, 1)  # (c) no_sync: one all-reduce for 4 micro-batches, not 4
+        # the bytes all-reduced per step: every gradient once, float32. A ring all-reduce sends (and receives)
+        # 2 (N - 1) / N times that per rank: here N = 2, so each rank sends as many bytes as the model has.
+        assert result["bytes"] == 4 * sum(p.numel() for p in single.parameters())
     assert all(torch.equal(ranks[0]["ddp"][k], ranks[1]["ddp"][k]) for k in single.state_dict())  # ranks agree
 
 
