@@ -264,10 +264,6 @@ class Report:
     notes: list[str] = field(default_factory=lambda: [])
     sandbox: str = "none"  # where its kernel ran: "bwrap", "podman", "docker" (a container) or "none"
 
-    @property
-    def sandboxed(self) -> bool:
-        return self.sandbox != "none"
-
 
 class NotGradable(Exception):
     """The file cannot be graded; the message says why, in one line."""
@@ -921,11 +917,11 @@ def load_points(path: str | Path | None = None) -> dict[str, dict[str, float]]:
     return points
 
 
-def student_of(path: str | Path, chapters: Sequence[str] = ()) -> str:
+def student_of(path: str | Path) -> str:
     """Whose a submission is: its folder's name when the file is named as a chapter (``alice/01_attention.ipynb``:
     alice), else the file's name (``alice_01.ipynb``: alice_01)."""
     path = Path(path)
-    named_as_chapter = path.stem in chapters or re.fullmatch(r"\d\d_\w+", path.stem)
+    named_as_chapter = re.fullmatch(r"\d\d_\w+", path.stem)
     return path.parent.name if named_as_chapter and path.parent.name not in ("", ".") else path.stem
 
 

@@ -64,15 +64,10 @@ def test_a_quoted_figure_edited_by_hand_an_unknown_quote_or_a_missing_one_is_nam
     assert "<!-- quote:best-validation -->9" not in fixed
 
 
-def test_a_figure_a_plan_quotes_without_a_marker_is_one_its_chapter_prints():
+def test_a_figure_a_plan_quotes_without_a_marker_is_one_its_chapter_prints(tmp_path, monkeypatch):
     plan = lesson_quotes.plan("07_gpt").read_text(encoding="utf-8")
     assert lesson_quotes.unsourced("07_gpt") == []
-    lesson_quotes_plan = lesson_quotes.plan
-    try:  # the same plan, with a figure from no run
-        stale = lesson_quotes.ROOT / "build" / "07_gpt.md"
-        stale.parent.mkdir(exist_ok=True)
-        stale.write_text(plan.replace("Run live:", "Run live (loss 9.871, 37% of rows):", 1), encoding="utf-8")
-        lesson_quotes.plan = lambda stem: stale
-        assert [line.split(": ")[1] for line in lesson_quotes.unsourced("07_gpt")] == ["9.871", "37%"]
-    finally:
-        lesson_quotes.plan = lesson_quotes_plan
+    stale = tmp_path / "07_gpt.md"  # the same plan, with a figure from no run
+    stale.write_text(plan.replace("Run live:", "Run live (loss 9.871, 37% of rows):", 1), encoding="utf-8")
+    monkeypatch.setattr(lesson_quotes, "plan", lambda stem: stale)
+    assert [line.split(": ")[1] for line in lesson_quotes.unsourced("07_gpt")] == ["9.871", "37%"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import html
 import importlib.util
 import re
@@ -252,18 +253,21 @@ def code_piece(source: str, label: str = "") -> Piece:
 # --- a chapter's deck ------------------------------------------------------------------------------------------
 
 
-def _colab(path: str) -> str:
-    import tomllib
-
-    course = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
-    return f"https://colab.research.google.com/github/{course['repository']}/blob/{course['branch']}/{path}"
+@functools.cache
+def _site_builder() -> Any:
+    """tools/build_site.py, for its ``colab_url``: one place builds the course's Colab addresses."""
+    spec = importlib.util.spec_from_file_location("course_build_site", ROOT / "tools" / "build_site.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _fix_links(source: str) -> str:
     source = BADGE.sub("", source)
     # "the complete edition" is the notebook (on Colab), not this deck, which shows it without its solutions
     source = re.sub(r"\[complete edition\]\(\.\./(\d\d_\w+\.ipynb)\)",
-                    lambda m: f"[complete edition]({_colab('notebooks/' + m.group(1))})", source)  # fmt: skip
+                    lambda m: f"[complete edition]({_site_builder().colab_url('notebooks/' + m.group(1))})", source)  # fmt: skip
     source = re.sub(r"\]\(student/([^)#]+)\.ipynb", r"](\1.html", source)
     source = re.sub(r"\]\(\.\./(\d\d_\w+)\.ipynb", r"](\1.html", source)
     return re.sub(r"\]\((\d\d_[\w]+)\.ipynb", r"](\1.html", source)

@@ -29,15 +29,24 @@ LESSONS = ROOT / "docs" / "lessons"
 MARKED = re.compile(r"<!-- quote:(?P<name>[\w-]+) -->(?P<value>.*?)<!-- /quote -->", re.DOTALL)
 
 
-def outputs(stem: str) -> str:
-    """The text a committed notebook printed: every stream and plain-text output of its code cells, in order."""
+def _said(stem: str, sources: bool = False, html: bool = False) -> str:
+    """What a committed notebook printed (each stream and plain-text output, in order), and, if asked, its cells'
+    sources and HTML outputs too."""
     nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
     said = []
     for cell in nb["cells"]:
-        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
-            text = out.get("text") or out.get("data", {}).get("text/plain", "")
+        if sources:
+            said.append("".join(cell["source"]))
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = out.get("text") or data.get("text/plain", "") or (data.get("text/html", "") if html else "")
             said.append("".join(text) if isinstance(text, list) else text)
     return "\n".join(said)
+
+
+def outputs(stem: str) -> str:
+    """The text a committed notebook printed: every stream and plain-text output of its code cells, in order."""
+    return _said(stem)
 
 
 def _all(pattern: str, text: str) -> list[tuple[str, ...]]:
@@ -193,15 +202,7 @@ FIGURE = re.compile(r"(?<![\w.$^{])(\d[\d,]*\.\d+|\d+(?:\.\d+)? ?%)(?![\w}])")
 
 def chapter_text(stem: str) -> str:
     """Everything a chapter's complete edition says: its cells' sources and what they printed or displayed."""
-    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
-    said = []
-    for cell in nb["cells"]:
-        said.append("".join(cell["source"]))
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            text = out.get("text") or data.get("text/plain", "") or data.get("text/html", "")
-            said.append("".join(text) if isinstance(text, list) else text)
-    return "\n".join(said)
+    return _said(stem, sources=True, html=True)
 
 
 def unsourced(stem: str) -> list[str]:

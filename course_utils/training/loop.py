@@ -11,7 +11,7 @@ import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -296,9 +296,8 @@ def train(
     def save(step: int) -> None:
         assert path is not None
         synchronize(device)
-        so_far = History(history.steps, [*history.loss, *torch.stack(losses).float().cpu().tolist()] if losses
-                         else list(history.loss), history.lr, history.evals, history.eval_seconds,
-                         earlier + time.perf_counter() - start - evaluating)  # fmt: skip
+        loss = [*history.loss, *(torch.stack(losses).float().cpu().tolist() if losses else [])]
+        so_far = replace(history, loss=loss, seconds=earlier + time.perf_counter() - start - evaluating)
         scaler = _SCALERS.get(optimizer)
         save_checkpoint(path, {
             "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
