@@ -247,6 +247,10 @@ class KernelSide:
             description["library"] = library and getattr(value, "__name__", library)
         torch.save(description, path)
 
+    def held(self, slot: str) -> Any:
+        """The value kept as ``slot``: for a course function that ``RemoteFunction.applied`` runs on it here."""
+        return self._held[slot]
+
     def serve(self, path: str) -> None:
         """Run the call written in ``path + '.in'``; write its result (or the exception it raised) and what it did
         to its arguments in ``path + '.out'``."""
@@ -379,6 +383,18 @@ class RemoteFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._link.call(self._slot, args, kwargs)
+
+    def applied(self, function: Callable[[Any], Any]) -> Any:
+        """``function(answer)`` run in the answer's process, its result returned as data. For a checker that must run
+        the answer where no call of it can reach (chapter 11's, in new processes started there): ``function`` is
+        one of the course's own, a module-level function of ``course_utils``, named to the kernel by its module and
+        name; the answer's process runs it as it runs the answer, inside the grader's sandbox."""
+        module, name = function.__module__, function.__qualname__
+        if not module.startswith("course_utils.") or not name.isidentifier():
+            raise ValueError(f"{module}.{name} is not a module-level function of course_utils")
+        return self._link.hold(
+            f"getattr(__import__({module!r}, fromlist=['_']), {name!r})(__course_grader__.held({self._slot!r}))"
+        )
 
     def __repr__(self) -> str:
         return f"<function {self.__name__} (in the answer's process)>"

@@ -70,6 +70,13 @@ def test_no_exercise_takes_a_gpu_branch_or_trains(name):
             assert not GPU_OR_TRAINING.search(cell.source), cell.source[:80]
 
 
+def _parse(source: str) -> ast.Module:
+    """A code cell as Python: IPython's own syntax (`!torchrun ...`) turned into the calls it stands for."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return ast.parse(TransformerManager().transform_cell(source))
+
+
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_no_check_outside_an_exercise_reads_what_an_exercise_binds(name):
     """The GPU dry run turns the chapter's asserts into reports (after 3 training steps, trained figures fail); a
@@ -77,11 +84,11 @@ def test_no_check_outside_an_exercise_reads_what_an_exercise_binds(name):
     the dry run counts; only a name an exercise binds, read by an assert, could hide one."""
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code" and not c.source.lstrip().startswith("%")]
-    exercise = set().union(*(_bound(ast.parse(c.source)) for c in code if "exercise" in c.metadata.get("tags", [])))
+    exercise = set().union(*(_bound(_parse(c.source)) for c in code if "exercise" in c.metadata.get("tags", [])))
     assert exercise
     for cell in code:
         if "exercise" not in cell.metadata.get("tags", []):
-            for node in ast.walk(ast.parse(cell.source)):
+            for node in ast.walk(_parse(cell.source)):
                 if isinstance(node, ast.Assert):
                     read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
                     assert not read & exercise, f"{ast.unparse(node)[:80]} reads {read & exercise}"

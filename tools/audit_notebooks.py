@@ -104,6 +104,7 @@ TAUGHT_IN = {
         "from_hf", "from_hf_state", "GPT2_NAMES", "GPT2_PACKED", "LLAMA_NAMES", "CausalLM", "Llama", "LlamaConfig", "RMSNorm", "SwiGLU", "apply_rotary", "expand_kv",
         "GroupedQueryAttention", "peak_memory",
     ],
+    "11": ["average_gradients", "shard", "spawn", "backend_for", "load_checkpoint", "CheckpointMismatch"],
 }  # fmt: skip
 CHAPTER_OF = {name: chapter for chapter, names in TAUGHT_IN.items() for name in names}
 ATTRIBUTE = re.compile(r"\bcourse_utils\.(\w+)")

@@ -8,7 +8,7 @@ One module per topic, in the order the chapters meet them:
 
 - ``attention`` (01-02), ``masks`` (01), ``positional`` (03), ``layers`` (04), ``seq2seq`` (05-06),
   ``training`` (02, 06), ``generation`` and ``sampling`` (07), ``translation`` (08), ``bug_lab`` (09),
-  ``modern`` (10)
+  ``modern`` (10), ``distributed`` (11)
 - ``predictions``: the "predict, then run" questions of every chapter (``check_prediction``)
 - ``_core``: what every checker shares: ``call`` (runs the student's function, turning its errors into
   verdicts), ``same``/``differs``/``name_mistake`` (compare with the reference), ``verdict`` (prints and records)
@@ -28,6 +28,7 @@ from .attention import (
     check_split_heads,
 )
 from .bug_lab import check_diagnosis, check_future_leak
+from .distributed import check_average_gradients, check_bytes_per_rank, check_shard_indices
 from .generation import check_gpt_block, check_kv_cache_step
 from .layers import (
     check_encoder_layer,
@@ -57,8 +58,10 @@ __all__ = [
     "Verdict",
     "check_alibi_bias",
     "check_attention_with_bias",
+    "check_average_gradients",
     "check_beam_step",
     "check_bpe_segment",
+    "check_bytes_per_rank",
     "check_causal_mask",
     "check_decoder_layer",
     "check_diagnosis",
@@ -86,6 +89,7 @@ __all__ = [
     "check_sampling_step",
     "check_scaled_dot_product_attention",
     "check_sequence_accuracy",
+    "check_shard_indices",
     "check_sinusoidal_encoding",
     "check_sliding_window_mask",
     "check_split_heads",

@@ -248,6 +248,31 @@ QUESTIONS: dict[str, Question] = {
             "query weighs several keys, the wrong pairs change their scores, and the logits change.",
         },
     ),
+    # 11 · data-parallel training
+    "same-batches": Question(
+        chapter="11",
+        choices={
+            "a": "one process trained on batches of 16 rows (two different batches of 8 per step)",
+            "b": "one process trained on the same batches of 8 rows",
+            "c": "nothing a single process computes: the ranks' weights drift apart",
+            "d": "no weights at all: the run hangs",
+        },
+        answer="b",
+        why={
+            "a": "Sixteen rows a step would take two different batches, and here both ranks read the same 8: the "
+            "all-reduce averages two copies of one gradient. Two ranks divide the work only when each reads its own "
+            "rows (a DistributedSampler, or a seed of its own).",
+            "b": "Both ranks start from the same weights and compute the same gradient on the same 8 rows; the mean "
+            "of two equal gradients is that gradient, so every step is the one-process step on those 8 rows: a "
+            "one-process run that costs two processes.",
+            "c": "The ranks cannot drift apart: DDP copies rank 0's weights to every rank at the start and averages "
+            "the gradients at every step, so every rank takes the same step whatever rows it read, and here the rows "
+            "are even the same.",
+            "d": "Every collective is joined: both ranks take the same 50 steps and make the same all-reduce calls. A "
+            "run hangs when one rank skips a collective that the others wait in (an uneven last batch, a rank that "
+            "logs or saves alone).",
+        },
+    ),
 }
 
 

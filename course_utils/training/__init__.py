@@ -16,7 +16,9 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
 - ``translation``: chapter 08's ``train_translator`` and ``evaluate_bleu``
 """
 
+from .checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
 from .decoding import beam_search, greedy_decode, length_penalty, translate
+from .distributed import average_gradients, backend_for, shard, spawn
 from .loop import History, TrainConfig, lr_factor, make_optimizer, noam_lr, train, train_step
 from .metrics import BleuDifference, bleu, bleu_difference, estimate_loss, exact_match
 from .pretrained import load_pretrained
@@ -39,10 +41,13 @@ __all__ = [
     "SHAKESPEARE_GPT_CPU",
     "SHAKESPEARE_GPT_GPU",
     "BleuDifference",
+    "CheckpointMismatch",
     "History",
     "Recipe",
     "TrainConfig",
     "TranslationRecipe",
+    "average_gradients",
+    "backend_for",
     "beam_search",
     "bleu",
     "bleu_difference",
@@ -52,12 +57,16 @@ __all__ = [
     "exact_match",
     "greedy_decode",
     "length_penalty",
+    "load_checkpoint",
     "load_pretrained",
     "lr_factor",
     "make_optimizer",
     "noam_lr",
     "pad_batch",
+    "save_checkpoint",
     "seq2seq_loss",
+    "shard",
+    "spawn",
     "train",
     "train_step",
     "train_translator",

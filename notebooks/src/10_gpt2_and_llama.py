@@ -3,7 +3,8 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 10 of 10 · previous: [09 · The bug lab](09_bug_lab.ipynb)
+# *Transformers from Scratch*, chapter 10 of 10 · previous: [09 · The bug lab](09_bug_lab.ipynb) ·
+# next, Part II: [11 · Beyond one GPU](11_distributed.ipynb)
 #
 # Chapter 07 built a GPT that nobody outside this course uses. How does it relate to the models everyone talks
 # about? This chapter answers with proofs, not analogies: it loads Hugging Face's GPT-2 into the course's own `GPT`
@@ -820,5 +821,7 @@ check_gpt2_block_weights(my_gpt2_block_state)
 # from the hub (`HuggingFaceTB/SmolLM2-135M` is one) with `from_hf`: which settings of its configuration does
 # `from_hf` check, and what would it say if one did not fit?
 #
-# This is the last chapter. From here, the code you would read next (nanoGPT, `transformers`' `modeling_llama.py`,
-# *LLMs from Scratch*) is made of the pieces you have now written yourself.
+# This is the last chapter of Part I. From here, the code you would read next (nanoGPT, `transformers`'
+# `modeling_llama.py`, *LLMs from Scratch*) is made of the pieces you have now written yourself. Part II goes on with
+# what such models need next: [chapter 11](11_distributed.ipynb) trains them on more than one process, and survives a
+# disconnect.
