@@ -59,4 +59,12 @@ AMP_DTYPE = Setting(
     "the dtype train computes in on a GPU (and in a GPU dry run); float16 (with a gradient scaler) is what a GPU without "
     "bfloat16, such as Colab's T4, gets; unset: bfloat16 where the GPU has it, else float16",
 )
-SETTINGS = (DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR, GPU_DRY_RUN, AMP_DTYPE)
+CHECKPOINTS = Setting(
+    "COURSE_CHECKPOINTS",
+    "a folder, or off",
+    "where notebooks 07 and 08 keep their training checkpoints (checkpoint_path); unset: Google Drive on Colab where it "
+    "is mounted, else checkpoints/ beside the notebook; off: none",
+)
+SETTINGS = (
+    DEVICE, SKIP_TRAINING, PROGRESS, OFFLINE_CHARTS, DATA_DIR, DATA_MIRROR, GPU_DRY_RUN, AMP_DTYPE, CHECKPOINTS,
+)  # fmt: skip

@@ -39,9 +39,11 @@ import argparse
 import base64
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -289,7 +291,8 @@ def clean_outputs(nb: nbformat.NotebookNode) -> None:
                 merged.append(output)
         for output in merged:
             if output.output_type == "stream":
-                output.text = "\n".join(line.rsplit("\r", 1)[-1] for line in output.text.split("\n"))
+                lines = output.text.replace("\r\n", "\n").split("\n")  # a shell command's (`!`) lines end in \r\n
+                output.text = "\n".join(line.rsplit("\r", 1)[-1] for line in lines)
         cell.outputs = merged
 
 
@@ -385,7 +388,13 @@ def execute(nb: nbformat.NotebookNode, name: str) -> float:
     client = NotebookClient(
         nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}, record_timing=True
     )
-    client.execute()
+    with tempfile.TemporaryDirectory(prefix="course-checkpoints-") as folder:  # stored outputs come from a run that
+        os.environ.setdefault("COURSE_CHECKPOINTS", folder)  # trained afresh, never from a previous run's checkpoint
+        try:
+            client.execute()
+        finally:
+            if os.environ.get("COURSE_CHECKPOINTS") == folder:
+                del os.environ["COURSE_CHECKPOINTS"]
     seconds = time.perf_counter() - start
     record_times(nb, name, seconds)
     clean_outputs(nb)

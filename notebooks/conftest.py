@@ -9,12 +9,21 @@ training; the later chapters first) before the quick ones.
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from typing import Any
 
 import pytest
 
 CHAPTER = re.compile(r"\[(\d\d)_")  # a test parametrized by chapter: test_...[09_bug_lab.ipynb]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every run of the notebooks trains afresh: the checkpoints of chapters 07 and 08 go to a new temporary folder,
+    not to checkpoints/, from which a run would resume a previous one's weights (trained, maybe, by other code)."""
+    if not os.environ.get("COURSE_CHECKPOINTS"):
+        os.environ["COURSE_CHECKPOINTS"] = tempfile.mkdtemp(prefix="course-checkpoints-")
 
 
 @pytest.hookimpl(optionalhook=True)

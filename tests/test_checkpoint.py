@@ -140,3 +140,40 @@ def test_a_finished_run_started_again_trains_no_more_and_returns_its_history(tmp
     again = _train(model, path)
     assert again.steps == first.steps and again.loss == first.loss
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), load_checkpoint(path)["model"].values()))
+
+
+def test_the_callers_records_come_back_with_a_resumed_run_in_their_own_lists(tmp_path):
+    """Chapter 07 keeps the samples written at each evaluation: a resumed run has the earlier ones too."""
+    path, samples = tmp_path / "run.ckpt", []
+    data = torch.arange(200) % 12
+
+    def run(model, steps, records):
+        config = TrainConfig(steps=steps, batch_size=4, lr=1e-3, warmup_steps=1, label_smoothing=0.0)
+        return train(model, random_windows(data, 8, 4), lambda m, x, y: m(x, y)[1], config, progress=False,
+                     eval_fn=lambda m: records.append(f"at {len(records)}") or {}, eval_every=2,
+                     checkpoint=path, checkpoint_every=2, keep={"samples": records})  # fmt: skip
+
+    run(_small(), 6, samples)
+    assert samples == ["at 0", "at 1", "at 2"] and load_checkpoint(path)["kept"] == {"samples": samples}
+    fresh = []  # a new kernel: the list is empty, the checkpoint has what it held
+    run(_small(), 6, fresh)
+    assert fresh == samples
+
+
+def test_a_gpu_dry_run_neither_reads_nor_writes_a_checkpoint(tmp_path, monkeypatch):
+    """Its few steps on trimmed batches must not become the start of a real run, nor a real run's its start."""
+    monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
+    _train(_small(), tmp_path / "dry.ckpt")
+    assert not (tmp_path / "dry.ckpt").exists()
+
+
+def test_the_checkpoint_folder_is_drive_on_colab_a_setting_or_beside_the_notebook(tmp_path, monkeypatch):
+    monkeypatch.delenv("COURSE_CHECKPOINTS", raising=False)
+    monkeypatch.setattr(ckpt, "COLAB_DRIVE", tmp_path / "no-drive")
+    assert ckpt.checkpoint_path("07_gpt_cpu") == Path("checkpoints/07_gpt_cpu.ckpt")
+    monkeypatch.setattr(ckpt, "COLAB_DRIVE", tmp_path)  # Drive mounted
+    assert ckpt.checkpoint_path("07_gpt_cpu") == tmp_path / "transformers-from-scratch" / "07_gpt_cpu.ckpt"
+    monkeypatch.setenv("COURSE_CHECKPOINTS", str(tmp_path / "mine"))
+    assert ckpt.checkpoint_path("x") == tmp_path / "mine" / "x.ckpt"
+    monkeypatch.setenv("COURSE_CHECKPOINTS", "off")
+    assert ckpt.checkpoint_path("x") is None

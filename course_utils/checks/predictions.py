@@ -268,9 +268,9 @@ QUESTIONS: dict[str, Question] = {
             "c": "The ranks cannot drift apart: DDP copies rank 0's weights to every rank at the start and averages "
             "the gradients at every step, so every rank takes the same step whatever rows it read, and here the rows "
             "are even the same.",
-            "d": "Every collective is joined: both ranks take the same 50 steps and make the same all-reduce calls. A "
-            "run hangs when one rank skips a collective that the others wait in (an uneven last batch, a rank that "
-            "logs or saves alone).",
+            "d": "Every collective is joined: both ranks take the same 5 steps and make the same all-reduce calls. A "
+            "run hangs when one rank skips a collective that the others wait in (an uneven last batch, an all-reduce "
+            "of a logged metric under `if rank == 0`).",
         },
     ),
 }

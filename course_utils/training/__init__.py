@@ -16,7 +16,7 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
 - ``translation``: chapter 08's ``train_translator`` and ``evaluate_bleu``
 """
 
-from .checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointMismatch, checkpoint_path, load_checkpoint, save_checkpoint
 from .decoding import beam_search, greedy_decode, length_penalty, translate
 from .distributed import average_gradients, backend_for, shard, spawn
 from .loop import History, TrainConfig, lr_factor, make_optimizer, noam_lr, train, train_step
@@ -51,6 +51,7 @@ __all__ = [
     "beam_search",
     "bleu",
     "bleu_difference",
+    "checkpoint_path",
     "encode_corpus",
     "estimate_loss",
     "evaluate_bleu",

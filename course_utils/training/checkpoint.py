@@ -23,7 +23,16 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["CheckpointMismatch", "load_checkpoint", "random_state", "save_checkpoint", "set_random_state"]
+from ..settings import CHECKPOINTS
+
+__all__ = [
+    "CheckpointMismatch",
+    "checkpoint_path",
+    "load_checkpoint",
+    "random_state",
+    "save_checkpoint",
+    "set_random_state",
+]
 
 FORMAT = 1  # bumped when what a checkpoint holds changes
 
@@ -31,6 +40,22 @@ FORMAT = 1  # bumped when what a checkpoint holds changes
 class CheckpointMismatch(ValueError):
     """A checkpoint that belongs to another run: another recipe or another model. The message says which, and what to
     do (another path, or delete the file to start afresh): a run never silently starts from scratch."""
+
+
+COLAB_DRIVE = Path("/content/drive/MyDrive")  # where Google Drive appears once mounted in Colab
+
+
+def checkpoint_path(name: str) -> Path | None:
+    """Where a notebook's training run keeps its checkpoint ``name.ckpt``, to pass to ``train(checkpoint=...)``:
+    ``$COURSE_CHECKPOINTS`` if set (``off``: None, no checkpoint); on Colab, the course's folder in Google Drive if
+    Drive is mounted (``from google.colab import drive; drive.mount("/content/drive")``), which outlives the runtime;
+    otherwise ``checkpoints/`` in the current folder, which outlives the kernel."""
+    folder = CHECKPOINTS.value()
+    if folder is not None and folder.lower() == "off":
+        return None
+    if folder is None:
+        folder = COLAB_DRIVE / "transformers-from-scratch" if COLAB_DRIVE.is_dir() else Path("checkpoints")
+    return Path(folder) / f"{name}.ckpt"
 
 
 def random_state() -> dict[str, Any]:

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -245,6 +246,7 @@ def train(
     desc: str = "training",
     checkpoint: str | Path | None = None,
     checkpoint_every: int = 0,
+    keep: dict[str, Any] | None = None,
 ) -> History:
     """Train ``model`` for ``config.steps`` steps with AdamW and the configured warm-up schedule.
 
@@ -260,6 +262,9 @@ def train(
     order each time, as ``random_windows`` with its seed does). On the CPU the weights then end exactly as a run never
     stopped would leave them. A checkpoint of another recipe or model is refused, with the fix in the message. In a
     process group (``torch.distributed``, a DDP model), only rank 0 writes the checkpoint; every rank resumes from it.
+    ``keep``, a dict of the caller's own records (samples written at each evaluation: lists of strings, numbers,
+    tensors), is saved with each checkpoint and put back on resume, each list refilled in place. A GPU dry run
+    neither reads nor writes a checkpoint: its few trimmed steps must not become a real run's starting point.
     """
     if checkpoint_every < 0 or (checkpoint_every and checkpoint is None):
         raise ValueError(f"checkpoint_every={checkpoint_every}: give a checkpoint path and a number of steps >= 0")
@@ -270,10 +275,15 @@ def train(
     steps = min(config.steps, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else config.steps
     history, losses, shown, evaluating = History(), [], {}, 0.0
     first, earlier = 0, 0.0  # the step a resumed run starts at, and the training seconds before it
-    path = Path(checkpoint) if checkpoint is not None else None
+    path = Path(checkpoint) if checkpoint is not None and not GPU_DRY_RUN.is_on() else None
     if path is not None and path.exists():
         state = load_checkpoint(path)
         refuse_another_run(state, config, model, path)
+        for name, saved in state.get("kept", {}).items():
+            if keep is not None and isinstance(keep.get(name), list) and isinstance(saved, list):
+                keep[name][:] = saved  # in place: the caller's own list, which its evaluation appends to
+            elif keep is not None:
+                keep[name] = saved
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if state.get("scaler"):
@@ -302,7 +312,7 @@ def train(
         save_checkpoint(path, {
             "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else {}, "history": asdict(so_far),
-            "random": random_state(), "config": asdict(config),
+            "random": random_state(), "config": asdict(config), "kept": dict(keep or {}),
         })  # fmt: skip
 
     with in_mode(model, training=True):

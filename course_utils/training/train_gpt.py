@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
                      "train_gpt ...), which gives each process its rank")  # fmt: skip
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     device = torch.device(f"cuda:{local}") if torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cuda" and local >= torch.cuda.device_count():
+        parser.error(f"process {local} on this machine, but it has {torch.cuda.device_count()} GPU(s): start one "
+                     "process per GPU (--nproc-per-node), or run on the CPU with CUDA_VISIBLE_DEVICES= before "
+                     "torchrun")  # fmt: skip
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(backend_for(device))

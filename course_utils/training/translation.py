@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -33,11 +35,14 @@ def train_translator(
     seed: int = 0,
     progress: bool = True,
     on_eval: Callable[[Transformer], None] | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 0,
+    keep: dict[str, Any] | None = None,
 ) -> tuple[Transformer, History]:
     """Build the recipe's ``Transformer`` (one vocabulary, shared embeddings) and train it on ``train_pairs``,
     measuring the validation loss every ``recipe.eval_every`` steps and at the end; ``on_eval(model)``, if given,
     runs then too (e.g. to translate a few sentences). ``steps`` shortens the run (the schedule is then squeezed
-    to fit)."""
+    to fit). ``checkpoint``, ``checkpoint_every`` and ``keep`` are ``train``'s: a run that survives a disconnect."""
     config = recipe.training if steps is None else replace(recipe.training, steps=steps)
     set_seed(seed)
     vocab = tokenizer.vocab_size
@@ -61,6 +66,9 @@ def train_translator(
         eval_every=recipe.eval_every,
         progress=progress,
         desc="translator",
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        keep=keep,
     )
     return model, history
 

@@ -58,6 +58,7 @@ from course_utils import (
     KVCache,
     attention_chart,
     attention_grid,
+    checkpoint_path,
     count_parameters,
     estimate_loss,
     evaluation_curve,
@@ -276,6 +277,14 @@ print(tokenizer.decode(sample[0]))
 # `evaluate`, which estimates the training and validation loss and, for the record, writes a 200-character
 # sample from a newline at temperature 0.8 (section 7 explains temperature), always with the same random seed;
 # the progress bar shows the latest figures.
+#
+# The run also survives a disconnect. At each evaluation `train` saves a **checkpoint**: the model, the optimizer, the
+# step, the samples so far and the state of every random generator, in `checkpoints/07_gpt_cpu.ckpt` beside the
+# notebook (`07_gpt_gpu.ckpt` for the GPU recipe; `checkpoint_path` chooses the place). If the kernel dies or Colab
+# disconnects, run the notebook again: this cell goes on from the last checkpoint instead of from step 0, and ends
+# with the weights the uninterrupted run would have had (chapter 11 proves it). On Colab, mount Google Drive first,
+# `from google.colab import drive; drive.mount("/content/drive")`, and the checkpoint is kept there, where it outlives
+# the runtime. To train afresh, delete the file.
 
 # %% tags=["nbval-ignore-output"]
 samples = []
@@ -300,9 +309,11 @@ if SKIP_TRAINING:  # the CPU recipe, trained by tools/build_checkpoints.py
     history, samples = pretrained.history, pretrained.samples
     print("loaded", pretrained.describe())
 else:
+    checkpoint = checkpoint_path("07_gpt_gpu" if recipe == SHAKESPEARE_GPT_GPU else "07_gpt_cpu")  # None: keep none
     history = train(
         model, random_windows(train_ids, model_config.block_size, config.batch_size, seed=0), lm_loss, config,
         device=device, eval_fn=evaluate, eval_every=recipe.eval_every, desc="GPT",
+        checkpoint=checkpoint, checkpoint_every=recipe.eval_every, keep={"samples": samples},
     )  # fmt: skip
     tokens_per_second = config.steps * config.batch_size * model_config.block_size / history.seconds
     print(f"{config.steps} steps in {history.seconds:.0f} s of training on {device} "

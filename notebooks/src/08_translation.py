@@ -62,6 +62,7 @@ from course_utils import (
     beam_search,
     bleu,
     bleu_difference,
+    checkpoint_path,
     count_parameters,
     evaluation_curve,
     get_device,
@@ -268,7 +269,8 @@ assert count_parameters(separate) - count_parameters(shared) == 2 * V * recipe.m
 # (the target between `<bos>` and `<eos>`), and runs chapter 02's `train` with chapter 06's loss (`seq2seq_loss`,
 # label smoothing 0.1) on batches of similar lengths: sorting sentences by length before cutting batches keeps
 # padding short. Every `eval_every` steps it measures the validation loss, and here also translates three
-# validation sentences greedily (`on_eval`).
+# validation sentences greedily (`on_eval`). It keeps a checkpoint as chapter 07's run does, in `checkpoints/08_translation.ckpt`
+# (on Colab, in Google Drive once mounted): a run cut off goes on from its last evaluation when the cell runs again.
 #
 # The shipped model took 72 minutes; here a small one (`MULTI30K_QUICK`, printed below) trains for 250 steps,
 # well under a minute on a CPU, long enough to watch it learn. (The shipped recipe is section 5's; the course has
@@ -289,7 +291,8 @@ def show_translations(model):
 
 if not SKIP_TRAINING:
     model, history = train_translator(live, tokenizer, train_pairs, val_pairs[:300], device=device,
-                                      on_eval=show_translations)  # fmt: skip
+                                      on_eval=show_translations, checkpoint=checkpoint_path("08_translation"),
+                                      checkpoint_every=live.eval_every, keep={"during": during})  # fmt: skip
     print(f"{live.training.steps} steps in {history.seconds:.0f} s on {device}")
 
 # %% [markdown]

@@ -1,8 +1,3 @@
-# ---
-# jupyter:
-#   accelerator: GPU
-# ---
-
 # %% [markdown]
 # # 11 · Beyond one GPU: data-parallel and sharded training
 #
@@ -98,8 +93,8 @@ print(f"PyTorch {torch.__version__}, running on {device}, {os.cpu_count()} CPU c
 # | `reduce_scatter` | $N$ pieces $x_r^{(0)}, \dots, x_r^{(N-1)}$ | its piece of the sum: $\sum_{r'} x_{r'}^{(r)}$ |
 # | `broadcast` | rank `src`'s tensor, or a buffer | rank `src`'s tensor |
 #
-# All-reduce is reduce-scatter followed by all-gather, which is how NCCL and gloo run it on large tensors: that fact is
-# the whole of section 4. A collective blocks until every rank has called it: a rank that never calls it leaves the
+# An all-reduce can be run as a reduce-scatter followed by an all-gather, and the ring algorithm NCCL uses for large
+# tensors does just that (section 7): that fact is the whole of section 4. A collective blocks until every rank has called it: a rank that never calls it leaves the
 # others waiting, which is why every group here has a timeout.
 #
 # The script below is what every one of the two processes runs. Each prints what it holds (all of them print: the
@@ -685,16 +680,16 @@ def uneven(rank, world):
     dist.barrier(group=group)  # the end of the epoch
 
 
-def step_time(rank, world, rows=32, steps=10):
-    """Seconds per training step of DDP on `world` processes, each with its own `rows` rows, for a GPT 16 times
-    larger than setup's (d_model 128): on a model as small as setup's, communication would be all there is to see."""
+def step_time(rank, world, rows=32, steps=10, d_model=128):
+    """Seconds per training step of DDP on `world` processes, each with its own `rows` rows, for a GPT wider than
+    setup's (d_model 128, not 32), so that each step has computing enough to share."""
     import time
 
     from course_utils import GPT
 
     vocab_size, train_ids = setup.data()
     torch.manual_seed(0)
-    model = DDP(GPT(vocab_size, block_size=setup.BLOCK, d_model=128, n_heads=4, n_layers=2))
+    model = DDP(GPT(vocab_size, block_size=setup.BLOCK, d_model=d_model, n_heads=4, n_layers=2))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     stream = setup.batches(train_ids, rows, seed=rank)
     for step in range(steps + 2):  # 2 steps to warm up
@@ -828,7 +823,7 @@ for world in (2, 4, 8, 64):
 # and Yuan, 2009): the time per step for communication stays about the same from 8 GPUs to 64, if the links keep
 # their bandwidth.
 #
-# **Time on this machine.** One DDP step of a GPT 16 times the size of the one above (`d_model` 128), 32 rows per
+# **Time on this machine.** One DDP step of a wider GPT than the one above (`d_model` 128 instead of 32), 32 rows per
 # process, on 1, 2 and 4 processes of one thread each; the rows per second are what a data-parallel run is for:
 
 # %% tags=["nbval-ignore-output"]
@@ -843,11 +838,11 @@ print(f"rows per second: x{rate[2] / rate[1]:.2f} from 1 to 2 processes, x{rate[
 
 # %% [markdown]
 # Read it against the number of cores printed above. While each process has a core of its own, the rows per second
-# grow with the processes, but less than in proportion: every step also waits for the all-reduce, and the processes
-# share the machine's memory bandwidth. Once there are more processes than cores, they take turns on the cores: what
-# they still gain comes from the moments a process waits for the others, not from more computing power, and the
-# figures grow noisy (run the cell twice). On the model of the sections above, 16 times smaller, the all-reduce
-# takes a larger share of each step: data parallelism pays when each rank has enough work per byte it sends. What this machine cannot show is a GPU's case, where the bytes go
+# can grow with the processes, at best in proportion: every step also waits for the all-reduce, and the processes
+# share the machine's memory bandwidth. Once there are more processes than cores, they take turns on the cores, and
+# more processes add no computing power: the last ratio shows what the turns cost on this machine. Timings like these
+# are noisy; run the cell twice before reading much into the second decimal. (To see the all-reduce take a larger
+# share of each step, run `spawn(dp_bugs.step_time, 2, 32, 10, 32)`: 2 processes, 32 rows, 10 steps, `d_model` 32 as above.) What this machine cannot show is a GPU's case, where the bytes go
 # through NVLink or the network and DDP hides most of their time behind the backward pass.
 #
 # DDP's machinery itself, in one process (world size 1: nothing to send), against the same steps without it, on this
@@ -941,11 +936,12 @@ assert sent / nvlink < compute * 2 / 3 < sent / infiniband  # hidden behind the 
 # `course_utils.training.train_gpt` is chapter 07's GPT trained with the pieces of this chapter: `torchrun`'s ranks,
 # NCCL on GPUs or gloo on a CPU (`backend_for`), DDP, each rank reading its own random windows (its seed plus its
 # rank), `train` with checkpoints written by rank 0, and, at the end, a check that every rank holds the same weights.
-# Here it runs for 6 steps on 2 CPU processes, with a checkpoint every 3 steps.
+# Here it runs for 6 steps on 2 CPU processes (`CUDA_VISIBLE_DEVICES=` hides any GPU: on GPUs, `torchrun` starts
+# one process per GPU, never more), with a checkpoint every 3 steps.
 
 # %% tags=["nbval-ignore-output"]
 Path("dp_gpt.ckpt").unlink(missing_ok=True)
-# !{TORCHRUN} --standalone --nproc-per-node=2 -m course_utils.training.train_gpt --recipe cpu --steps 6 --batch-size 2 --checkpoint dp_gpt.ckpt --checkpoint-every 3 --out dp_gpt.pt
+# !CUDA_VISIBLE_DEVICES= {TORCHRUN} --standalone --nproc-per-node=2 -m course_utils.training.train_gpt --recipe cpu --steps 6 --batch-size 2 --checkpoint dp_gpt.ckpt --checkpoint-every 3 --out dp_gpt.pt
 assert _exit_code == 0, "torchrun failed: its error is printed above"
 
 # %%
