@@ -160,11 +160,12 @@ def test_the_callers_records_come_back_with_a_resumed_run_in_their_own_lists(tmp
     assert fresh == samples
 
 
-def test_a_gpu_dry_run_neither_reads_nor_writes_a_checkpoint(tmp_path, monkeypatch):
-    """Its few steps on trimmed batches must not become the start of a real run, nor a real run's its start."""
+def test_a_gpu_dry_run_of_a_chapter_keeps_no_checkpoint(tmp_path, monkeypatch):
+    """Its few steps on trimmed batches must not become the start of a real run of chapter 07 or 08."""
+    monkeypatch.setenv("COURSE_CHECKPOINTS", str(tmp_path))
+    assert ckpt.checkpoint_path("07_gpt_cpu") == tmp_path / "07_gpt_cpu.ckpt"
     monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
-    _train(_small(), tmp_path / "dry.ckpt")
-    assert not (tmp_path / "dry.ckpt").exists()
+    assert ckpt.checkpoint_path("07_gpt_cpu") is None
 
 
 def test_the_checkpoint_folder_is_drive_on_colab_a_setting_or_beside_the_notebook(tmp_path, monkeypatch):

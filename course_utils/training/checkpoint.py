@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..settings import CHECKPOINTS
+from ..settings import CHECKPOINTS, GPU_DRY_RUN
 
 __all__ = [
     "CheckpointMismatch",
@@ -49,7 +49,10 @@ def checkpoint_path(name: str) -> Path | None:
     """Where a notebook's training run keeps its checkpoint ``name.ckpt``, to pass to ``train(checkpoint=...)``:
     ``$COURSE_CHECKPOINTS`` if set (``off``: None, no checkpoint); on Colab, the course's folder in Google Drive if
     Drive is mounted (``from google.colab import drive; drive.mount("/content/drive")``), which outlives the runtime;
-    otherwise ``checkpoints/`` in the current folder, which outlives the kernel."""
+    otherwise ``checkpoints/`` in the current folder, which outlives the kernel. None in a GPU dry run
+    (``COURSE_GPU_DRY_RUN``): its few steps on trimmed batches must not become a real run's starting point."""
+    if GPU_DRY_RUN.is_on():
+        return None
     folder = CHECKPOINTS.value()
     if folder is not None and folder.lower() == "off":
         return None

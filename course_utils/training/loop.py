@@ -263,8 +263,7 @@ def train(
     stopped would leave them. A checkpoint of another recipe or model is refused, with the fix in the message. In a
     process group (``torch.distributed``, a DDP model), only rank 0 writes the checkpoint; every rank resumes from it.
     ``keep``, a dict of the caller's own records (samples written at each evaluation: lists of strings, numbers,
-    tensors), is saved with each checkpoint and put back on resume, each list refilled in place. A GPU dry run
-    neither reads nor writes a checkpoint: its few trimmed steps must not become a real run's starting point.
+    tensors), is saved with each checkpoint and put back on resume, each list refilled in place.
     """
     if checkpoint_every < 0 or (checkpoint_every and checkpoint is None):
         raise ValueError(f"checkpoint_every={checkpoint_every}: give a checkpoint path and a number of steps >= 0")
@@ -275,7 +274,7 @@ def train(
     steps = min(config.steps, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else config.steps
     history, losses, shown, evaluating = History(), [], {}, 0.0
     first, earlier = 0, 0.0  # the step a resumed run starts at, and the training seconds before it
-    path = Path(checkpoint) if checkpoint is not None and not GPU_DRY_RUN.is_on() else None
+    path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.exists():
         state = load_checkpoint(path)
         refuse_another_run(state, config, model, path)
