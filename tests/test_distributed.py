@@ -1,7 +1,7 @@
 """Data-parallel training on 2 CPU processes (gloo), proven equal to what it replaces: gradients averaged by hand and
 DDP; DDP on 2 ranks of B rows and one process of 2B; gradient accumulation and one big batch, DDP's ``no_sync``
 communicating once; FSDP2 (``fully_shard``) and DDP, each rank holding half the parameters; a distributed checkpoint
-saved by 2 ranks and loaded into 1 process. Every collective runs under a timeout: nothing here can hang CI."""
+saved by 2 ranks and loaded into 1 process, and one saved by 1 process loaded into 2 ranks. Every collective runs under a timeout: nothing here can hang CI."""
 
 import copy
 import os
@@ -157,6 +157,28 @@ def test_fsdp2_trains_the_weights_ddp_does_holding_half_of_them_per_rank_and_its
     continued = copy.deepcopy(loaded)
     loss_of(continued, x, y).backward()
     assert all(p.grad is not None for p in continued.parameters())
+    # ... and back: one process's checkpoint (of other weights, to tell them apart), read by 2 ranks into their shards
+    for p in loaded.parameters():
+        p.data.add_(1.0)
+    dcp.save({"model": loaded.state_dict()}, checkpoint_id=str(tmp_path / "one"), no_dist=True)
+    for full in spawn(_resharded, 2, str(tmp_path / "one"), timeout=90):
+        for name, weight in loaded.state_dict().items():
+            assert torch.equal(full[name], weight), name
+
+
+def _resharded(rank: int, world: int, folder: str) -> dict:
+    """A checkpoint written by one process, read by 2 ranks into FSDP2's shards (DCP reshards on load)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.fsdp import fully_shard
+
+    net = model()
+    for layer in (net[0], net[2]):
+        fully_shard(layer)
+    fully_shard(net)
+    state = {"model": net.state_dict()}  # this rank's shards, to be filled
+    dcp.load(state, checkpoint_id=folder)
+    net.load_state_dict(state["model"])
+    return {k: v.full_tensor() for k, v in net.state_dict().items()}
 
 
 def _hangs(rank: int, world: int) -> None:
