@@ -38,6 +38,7 @@ __all__ = ["check_average_gradients", "check_bytes_per_rank", "check_shard_indic
 
 WORLD = 2  # processes the answer runs on
 STEPS, ROWS, LR = 3, 8, 0.1  # SGD steps; rows of each step's batch, half of them per rank; learning rate
+MODEL = "the checker's model: Linear(6, 16), Tanh, Linear(16, 2)"  # where a message names its parameters (2.bias)
 TIMEOUT = 60.0  # seconds before a rank still waiting in a collective is named
 # What gloo says on a rank that waits in a collective which another rank never joins (that rank has finished, or
 # failed, and its process ended): in a run that goes on, that rank would wait for ever.
@@ -320,23 +321,25 @@ def check_average_gradients(fn: Callable[..., Any]) -> Verdict:
             if all(_equal(g, w) for g, w in zip(got, _simulated([]), strict=True)):
                 raise NotYet(
                     "the gradients are left as they are: each rank trained on its own half of the batch, and the "
-                    "ranks' weights differ. Replace each p.grad by the mean over the ranks: dist.all_reduce(p.grad) "
-                    "(in place: it writes the sum into the tensor it is given, so an all_reduce of a copy such as "
-                    "p.grad / n is lost), then p.grad /= dist.get_world_size()"
+                    "ranks' weights differ. Each p.grad must end up holding the mean over the ranks: all_reduce "
+                    "p.grad itself (in place: it writes the sum into the tensor it is given), then p.grad /= "
+                    "dist.get_world_size(); or all_reduce one buffer of all the gradients and copy its slices back "
+                    "with p.grad.copy_(...). An all_reduce of a copy (p.grad / n) or a name rebound (g = ...) leaves "
+                    "p.grad unchanged"
                 )
             for size in range(1, len(names)):
                 for subset in combinations(range(len(names)), size):
                     if all(_equal(g, w) for g, w in zip(got, _simulated(subset), strict=True)):
                         kept = [names[i] for i in range(len(names)) if i not in subset]
                         raise NotYet(
-                            f"only some parameters are averaged ({', '.join(names[i] for i in subset)}): the others "
+                            f"only some parameters are averaged ({', '.join(names[i] for i in subset)}, of {MODEL}): the others "
                             f"({', '.join(kept)}) keep each rank's own gradient, so the ranks' weights drift apart. "
                             "Average the .grad of every parameter in model.parameters()"
                         )
             gap, where = _largest_difference(got[1], got[0])
             raise NotYet(
-                f"the {WORLD} ranks' weights differ after training (by up to {gap:.3g}, in {where}): after your "
-                "function every rank must hold the same gradients, their mean over the ranks"
+                f"the {WORLD} ranks' weights differ after training (by up to {gap:.3g}, in {where} of {MODEL}): "
+                "after your function every rank must hold the same gradients, their mean over the ranks"
             )
         mistakes = [
             (
@@ -360,7 +363,8 @@ def check_average_gradients(fn: Callable[..., Any]) -> Verdict:
         gap, where = _largest_difference(got[0], reference)
         raise NotYet(
             f"the weights differ from those of one process trained on the whole batches (by up to {gap:.3g}, in "
-            f"{where}): each p.grad must become the mean of the {WORLD} ranks' gradients"
+            f"{where} of {MODEL}): each p.grad must become the mean of the {WORLD} ranks' gradients, every "
+            "element of it in its place (with one buffer for all: each slice copied back to its own p.grad)"
         )
 
     return verdict(run)

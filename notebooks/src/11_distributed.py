@@ -94,8 +94,9 @@ print(f"PyTorch {torch.__version__}, running on {device}, {os.cpu_count()} CPU c
 # | `broadcast` | rank `src`'s tensor, or a buffer | rank `src`'s tensor |
 #
 # An all-reduce can be run as a reduce-scatter followed by an all-gather, and the ring algorithm NCCL uses for large
-# tensors does just that (section 7): that fact is the whole of section 4. A collective blocks until every rank has called it: a rank that never calls it leaves the
-# others waiting, which is why every group here has a timeout.
+# tensors does just that (section 7); section 4's sharding is built on that split. A collective blocks until every
+# rank has called it: a rank that never calls it leaves the others waiting, which is why every group here has a
+# timeout.
 #
 # The script below is what every one of the two processes runs. Each prints what it holds (all of them print: the
 # lines come in whatever order the processes reach them), and rank 0 saves every rank's results, gathered, for the
@@ -201,7 +202,8 @@ def loss_of(model, x, y):
 # %% [markdown]
 # **Your turn: one all-reduce for all the gradients.** Write `my_average_gradients(model)`: after `backward` on each
 # rank, every parameter's `.grad` must hold its mean over the ranks of the default process group. `average_gradients`
-# calls `all_reduce` once per parameter; yours calls it once in all, as DDP's buckets do in miniature: flatten every
+# calls `all_reduce` once per parameter; yours calls it once in all, as DDP's buckets do in miniature (the checker
+# tests the average your function leaves, not how many calls it made): flatten every
 # gradient into one buffer (`torch.cat` of `p.grad.flatten()`), all-reduce it (a sum, the default), divide by
 # `dist.get_world_size()`, and copy each slice back into its `.grad` (`view_as`). The checker runs your function on 2
 # processes and compares the weights with one process on the whole batch; the script below uses `course_utils`' own.
@@ -577,7 +579,8 @@ except CheckpointMismatch as error:
 #    it wraps the model.
 # 3. **The sum never divided by the number of ranks.** The gradient is $N$ times too large.
 # 4. **The same dropout masks on every rank.** Every rank calls `torch.manual_seed(0)`: the ranks drop the same units,
-#    as if the same row were seen twice. Seed each rank with the seed plus its rank.
+#    so dropout's noise is no longer independent from one half of the batch to the other. Seed each rank with the seed
+#    plus its rank.
 # 5. **A checkpoint saved by every rank at once.** $N$ writers of one file: $N$ times the writing, and the file holds
 #    whichever rank finished last (FSDP's distributed checkpoint is the exception: every rank writes its own shards).
 # 6. **An uneven last batch.** A data set of 10 batches over 4 ranks gives some ranks 3 and others 2; a rank with a
@@ -771,11 +774,12 @@ assert rank_1["dropout, same seed"] == 1.0 and 0.05 < rank_1["dropout, seed + ra
 # %% [markdown]
 # Bug 3 hides behind Adam: Adam divides each gradient by its own root mean square, so a gradient twice too large gives
 # almost the same step, and the bug waits for the day someone switches to SGD, or to gradient clipping with a fixed
-# threshold, which now clips twice as often. With SGD it is a learning rate $N$ times too large, and changes with the
+# threshold, which a doubled gradient norm crosses sooner. With SGD it is a learning rate $N$ times too large, and changes with the
 # number of GPUs. Bug 4's 10% is what two independent masks share when each drops 10% of the units.
 #
 # Bug 5: which rank's file survived each of the 20 saves, in this run (it changes from run to run; that is the bug),
-# `x` where the two writes interleaved into a file that neither rank wrote and that cannot be read:
+# and an `x` where two writes interleaved into a file that neither rank wrote and that cannot be read (it can happen;
+# many runs show none):
 
 # %% tags=["nbval-ignore-output"]
 whose = ranks[0]["whose checkpoint"]
@@ -820,7 +824,8 @@ for world in (2, 4, 8, 64):
 # How an all-reduce moves those bytes: in a **ring** all-reduce, the tensor is cut in $N$ pieces and passed around the
 # ring of ranks twice, once to add the pieces up (a reduce-scatter), once to hand the sums out (an all-gather). Each
 # rank sends $2(N-1)/N$ times the tensor's size, which approaches twice the size as $N$ grows but never more (Patarasuk
-# and Yuan, 2009): the time per step for communication stays about the same from 8 GPUs to 64, if the links keep
+# and Yuan, 2009): the bandwidth part of each step's communication stays about the same from 8 GPUs to 64 (its
+# latency part, a fixed cost per message passed on, grows with $N$), if the links keep
 # their bandwidth.
 #
 # **Time on this machine.** One DDP step of a wider GPT than the one above (`d_model` 128 instead of 32), 32 rows per
@@ -841,9 +846,11 @@ print(f"rows per second: x{rate[2] / rate[1]:.2f} from 1 to 2 processes, x{rate[
 # can grow with the processes, at best in proportion: every step also waits for the all-reduce, and the processes
 # share the machine's memory bandwidth. Once there are more processes than cores, they take turns on the cores, and
 # more processes add no computing power: the last ratio shows what the turns cost on this machine. Timings like these
-# are noisy; run the cell twice before reading much into the second decimal. (To see the all-reduce take a larger
-# share of each step, run `spawn(dp_bugs.step_time, 2, 32, 10, 32)`: 2 processes, 32 rows, 10 steps, `d_model` 32 as above.) What this machine cannot show is a GPU's case, where the bytes go
-# through NVLink or the network and DDP hides most of their time behind the backward pass.
+# are noisy: on a machine busy with other work the ratios can even reverse, so run the cell again on an idle one
+# before reading much into them. (To see the all-reduce take a larger share of each step, run
+# `spawn(dp_bugs.step_time, 2, 32, 10, 32)`: 2 processes, 32 rows, 10 steps, `d_model` 32 as above.) What this
+# machine cannot show is a GPU's case, where the bytes go through NVLink or the network and DDP hides most of their
+# time behind the backward pass.
 #
 # DDP's machinery itself, in one process (world size 1: nothing to send), against the same steps without it, on this
 # notebook's device (a GPU's with NCCL, where there is one):
@@ -857,7 +864,7 @@ def seconds_per_step(model, steps=20):
         if step == 3:
             synchronize()
             start = time.perf_counter()
-        x, y = (t.to(device) for t in next(stream))
+        x, y = (t.to(here) for t in next(stream))
         opt.zero_grad()
         setup.loss_of(model, x, y).backward()
         opt.step()
@@ -866,38 +873,41 @@ def seconds_per_step(model, steps=20):
 
 
 def synchronize():
-    if device.type == "cuda":
+    if here.type == "cuda":
         torch.cuda.synchronize()
 
 
+here = device if device.type in ("cpu", "cuda") else torch.device("cpu")  # torch.distributed has no Apple GPU backend
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-dist.init_process_group(backend_for(device), init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+dist.init_process_group(backend_for(here), init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
                         timeout=datetime.timedelta(seconds=60))  # fmt: skip
 try:
     timings = {"plain": [], "DDP": []}
     for _ in range(2):  # twice each, alternating, the faster of each kept: the first steps of a process warm it up
-        timings["plain"].append(seconds_per_step(setup.make_model(vocab_size).to(device)))
-        timings["DDP"].append(seconds_per_step(DDP(setup.make_model(vocab_size).to(device))))
+        timings["plain"].append(seconds_per_step(setup.make_model(vocab_size).to(here)))
+        timings["DDP"].append(seconds_per_step(DDP(setup.make_model(vocab_size).to(here))))
     plain, wrapped = min(timings["plain"]), min(timings["DDP"])
 finally:
     dist.destroy_process_group()
-print(f"one process on {device} ({backend_for(device)}): {1000 * plain:.1f} ms a step plain, {1000 * wrapped:.1f} ms "
+print(f"one process on {here} ({backend_for(here)}): {1000 * plain:.1f} ms a step plain, {1000 * wrapped:.1f} ms "
       f"under DDP")  # fmt: skip
 
 # %% [markdown]
-# **Eight GPUs, estimated.** For GPT-2 small (124 M parameters) on one node of 8 H100 GPUs, the numbers below are each
-# from a source or labelled as an assumption; change them to your hardware.
+# **Eight GPUs, estimated.** For GPT-2 small (124 M parameters, with its vocabulary of BPE tokens) on one node of 8 H100
+# GPUs, and on two such nodes, the numbers below are each from a source or labelled as an assumption; change them to
+# your hardware.
 
 # %%
 params = 124e6  # GPT-2 small (Radford et al., 2019)
 gradient_bytes = 4 * params  # float32 gradients, as DDP all-reduces them under mixed precision
 gpus = 8
-sent = 2 * (gpus - 1) / gpus * gradient_bytes  # per GPU and step, ring all-reduce
+sent = 2 * (gpus - 1) / gpus * gradient_bytes  # per GPU and step, ring all-reduce over one node's 8
+sent_2_nodes = 2 * (2 * gpus - 1) / (2 * gpus) * gradient_bytes  # over the 16 GPUs of two nodes
 nvlink = 450e9  # bytes/s each way per H100 SXM: NVLink 4 is 900 GB/s in both directions together (NVIDIA's datasheet)
 infiniband = 50e9  # bytes/s per GPU between nodes: one 400 Gb/s InfiniBand NDR port per GPU (a common node layout)
-tokens = 8 * 1024  # per GPU and step: the gpt2-small recipe of course_utils.training.train_gpt
+tokens = 8 * 1024  # per GPU and step: 8 rows of 1,024 tokens, the batch of train_gpt's gpt2-small recipe
 flops = 6 * params * tokens  # a forward and backward pass: about 6 FLOPs per parameter and token (Kaplan et al., 2020)
 peak, utilisation = 989e12, 0.4  # H100 SXM dense bfloat16 (datasheet); 40% of it is an assumption, typical of
 compute = flops / (peak * utilisation)  # a well-tuned small-model run
@@ -905,11 +915,12 @@ buckets = gradient_bytes / (25 * 2**20)  # DDP's default bucket: 25 MiB (bucket_
 print(f"all-reduced per GPU and step: {sent / 1e6:.0f} MB, in about {buckets:.0f} buckets")
 print(f"compute per step: {flops / 1e12:.1f} TFLOP = {1000 * compute:.1f} ms at {utilisation:.0%} of the peak")
 print(f"communication at the link's peak: {1000 * sent / nvlink:.1f} ms over NVLink (one node), "
-      f"{1000 * sent / infiniband:.1f} ms over InfiniBand (between nodes)")  # fmt: skip
-assert sent / nvlink < compute * 2 / 3 < sent / infiniband  # hidden behind the backward in a node, not across nodes
+      f"{1000 * sent_2_nodes / infiniband:.1f} ms over InfiniBand (two nodes)")  # fmt: skip
+assert sent / nvlink < compute * 2 / 3 < sent_2_nodes / infiniband  # hidden behind the backward in a node, not beyond
 
 # %% [markdown]
-# Within one node, the all-reduce takes a fraction of the backward pass (about two thirds of a step's compute), so
+# Within one node, the all-reduce takes a small fraction of the time of the backward pass (itself about two thirds of a
+# step's compute), so
 # DDP's overlap, bucket by bucket while the backward still runs, can hide nearly all of it: only the last bucket's
 # all-reduce waits after the backward ends. Between nodes, over the network, the same bytes take longer than the
 # backward pass at this batch; there the remedies are a larger batch per GPU (more compute per byte), gradient
@@ -1010,8 +1021,8 @@ check_shard_indices(my_shard_indices)
 # %% [markdown]
 # **Exercise 2 · Memory per rank.** Write `my_bytes_per_rank(n_params, world_size, strategy)`, the bytes one rank holds
 # for the parameters, their gradients and AdamW's state, all in float32, under `strategy` `"ddp"` or `"fsdp"` (FSDP2's
-# `fully_shard`, ZeRO stage 3), ignoring the activations and the rounding of uneven shards. Then use it: how many
-# parameters fit in 80 GB per GPU under each, on 8 GPUs?
+# `fully_shard`, ZeRO stage 3), ignoring the activations and the rounding of uneven shards. Then use it (not graded):
+# how many parameters fit in 80 GB ($80 \times 10^9$ bytes) per GPU under each, on 8 GPUs?
 
 
 # %% tags=["exercise"]
