@@ -129,8 +129,8 @@ def test_a_checkpoint_of_another_recipe_or_model_is_refused_with_the_fix(tmp_pat
     (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointMismatch, match=r"junk\.ckpt cannot be read as a training checkpoint"):
         _train(_small(), tmp_path / "junk.ckpt")
-    with pytest.raises(ValueError, match="give a checkpoint path"):
-        train(_small(), iter([]), lambda m: m, CONFIG, checkpoint_every=5)
+    with pytest.raises(ValueError, match="a number of steps >= 0"):
+        train(_small(), iter([]), lambda m: m, CONFIG, checkpoint=path, checkpoint_every=-1)
 
 
 def test_a_finished_run_started_again_trains_no_more_and_returns_its_history(tmp_path):
@@ -166,6 +166,8 @@ def test_a_gpu_dry_run_of_a_chapter_keeps_no_checkpoint(tmp_path, monkeypatch):
     assert ckpt.checkpoint_path("07_gpt_cpu") == tmp_path / "07_gpt_cpu.ckpt"
     monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
     assert ckpt.checkpoint_path("07_gpt_cpu") is None
+    _train(_small(), ckpt.checkpoint_path("07_gpt_cpu"), every=2)  # None with an interval: trains, keeps nothing
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_checkpoint_folder_is_drive_on_colab_a_setting_or_beside_the_notebook(tmp_path, monkeypatch):
