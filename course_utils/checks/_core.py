@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import numbers
 import random
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
@@ -12,6 +13,22 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+
+
+def one_number(x: object) -> float | None:
+    """A number an answer returned, as a float: a Python or NumPy number, or a tensor or array of one element (not on
+    meta); None if it is none of these."""
+    if isinstance(x, Tensor):
+        if x.numel() != 1 or x.device.type == "meta":
+            return None
+        x = x.item()
+    elif isinstance(x, np.ndarray):
+        if x.size != 1:
+            return None
+        x = x.item()
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return None
+    return float(x)
 
 
 class NotYet(Exception):

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.utils.data import DistributedSampler
 
 from ..training.distributed import spawn
-from ._core import EMPTY_ERRORS, NotWritten, NotYet, Verdict, call, verdict
+from ._core import EMPTY_ERRORS, NotWritten, NotYet, Verdict, call, one_number, verdict
 
 __all__ = ["check_average_gradients", "check_bytes_per_rank", "check_shard_indices"]
 
@@ -537,21 +537,6 @@ UNITS = {1e3: "kilobytes (1e3 bytes)", 2**10: "KiB (1024 bytes)", 1e6: "megabyte
          2**20: "MiB (2**20 bytes)", 1e9: "gigabytes (1e9 bytes)", 2**30: "GiB (2**30 bytes)"}  # fmt: skip
 
 
-def _number(x: object) -> float | None:
-    """A number an answer returned: a Python or NumPy number, or a tensor of one element; None otherwise."""
-    if isinstance(x, Tensor):
-        if x.numel() != 1 or x.device.type == "meta":
-            return None
-        x = x.item()
-    elif isinstance(x, np.ndarray):
-        if x.size != 1:
-            return None
-        x = x.item()
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        return None
-    return float(x)
-
-
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 0.01 * abs(b)
 
@@ -572,7 +557,7 @@ def check_bytes_per_rank(fn: Callable[..., Any]) -> Verdict:
 
     def one(n_params: int, world_size: int, strategy: str) -> None:
         answer = call(fn, n_params, world_size, strategy)
-        got = _number(answer)
+        got = one_number(answer)
         where = f"{getattr(fn, '__name__', 'your function')}({n_params}, {world_size}, {strategy!r})"
         if got is None:
             raise NotYet(f"{where} returned {answer!r:.40}: return the number of bytes, an int or a float")

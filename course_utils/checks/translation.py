@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import itertools
-import numbers
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from ._core import NotYet, Verdict, call, each_case, name_mistake, on_meta, same, verdict, wrong_device
+from ._core import NotYet, Verdict, call, each_case, name_mistake, on_meta, one_number, same, verdict, wrong_device
 
 __all__ = ["check_beam_step", "check_bpe_segment", "check_ngram_matches"]
 
@@ -354,17 +352,8 @@ def _ngrams(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
 def _count(x: object) -> int | None:
     """A count an answer returned, as an int: a Python or NumPy number with an integer value, or a tensor of one
     element; None if it is none of these."""
-    if isinstance(x, Tensor):
-        if x.numel() != 1 or x.device.type == "meta":
-            return None
-        x = x.item()
-    elif isinstance(x, np.ndarray):
-        if x.size != 1:
-            return None
-        x = x.item()
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not float(x).is_integer():
-        return None
-    return int(float(x))
+    value = one_number(x)
+    return None if value is None or not value.is_integer() else int(value)
 
 
 def _clipped(h: Sequence[str], r: Sequence[str], n: int) -> int:
