@@ -22,6 +22,7 @@ from torch.utils.data import DistributedSampler
 import course_utils.checks.distributed as distributed
 from course_utils.checks import check_average_gradients, check_bytes_per_rank, check_shard_indices
 from course_utils.remote import loopback
+from course_utils.training.distributed import spawn
 
 # gloo averages in the all_reduce (ReduceOp.AVG) since PyTorch 2.8; before, it raises
 GLOO_AVERAGES = torch.__version__ >= "2.8"
@@ -185,17 +186,60 @@ AVERAGE_WRONG = [
 ]
 
 
-@pytest.mark.slow  # each answer runs on 2 new processes
+ALONE = {average_on_rank_0}  # leaves a collective waiting: it needs a process group of its own
+
+
+def each_answer_on_one_group(rank, world_size, answers):
+    """On each rank of one ``spawn``: every answer in turn, as ``check_average_gradients`` runs each on 2 new
+    processes, so that the table below starts 2 processes instead of 2 per answer."""
+    results = []
+    for answer in answers:
+        results.append(distributed._gradients_averaged_with(rank, world_size, *answer))
+        dist.barrier()
+    return results
+
+
+@pytest.fixture(scope="module")
+def ranks_per_answer():
+    """Each answer of the table's source, to what its 2 ranks return: computed for them all on one process group."""
+    answers = [
+        (distributed._source(fn), fn.__name__, distributed._imports(fn))
+        for fn in [*AVERAGE_RIGHT, *(wrong[1] for wrong in AVERAGE_WRONG)]
+        if fn not in ALONE and fn.__name__ != "<lambda>"
+    ]
+    per_rank = spawn(each_answer_on_one_group, 2, answers)
+    return {source: [per_rank[rank][i] for rank in range(2)] for i, (source, *_) in enumerate(answers)}
+
+
+@pytest.mark.slow  # the answers run on 2 new processes (one group for them all, one more for the answer that hangs)
 @pytest.mark.parametrize(
     "check, answer, expected, says",
     verdict_rows(check_average_gradients, AVERAGE_RIGHT, AVERAGE_WRONG, says="is right: 2 ranks, each on half"),
 )
-def test_each_averaging_answer_gets_its_verdict(check, answer, expected, says, capsys):
+def test_each_averaging_answer_gets_its_verdict(check, answer, expected, says, ranks_per_answer, monkeypatch, capsys):
     if os.environ.get("TESTS_REMOTE_ANSWERS") == "1":  # 2 processes per answer, twice: the test below crosses the
         pytest.skip(
             "run once, in one process; the grader's path is tested below"
         )  # link with a right answer and a stub
+
+    def spawned_once(fn, world_size, source, *args, **kwargs):  # what spawn returned for this answer in the fixture
+        if fn is distributed._gradients_averaged_with and world_size == 2 and source in ranks_per_answer:
+            return ranks_per_answer[source]
+        return spawn(fn, world_size, source, *args, **kwargs)
+
+    monkeypatch.setattr(distributed, "spawn", spawned_once)
     judged(check, answer, expected, capsys, says)
+
+
+@pytest.mark.slow
+def test_an_answer_run_on_the_shared_group_returns_what_it_returns_on_a_group_of_its_own(ranks_per_answer):
+    source = distributed._source(average_by_rank)  # each rank's weights its own: ranks mixed up would show
+    alone = spawn(distributed._gradients_averaged_with, 2, source, "average_by_rank", {})
+    shared = ranks_per_answer[source]
+    assert not torch.equal(alone[0]["weights"]["0.weight"], alone[1]["weights"]["0.weight"])
+    for mine, theirs in zip(alone, shared, strict=True):
+        assert mine["weights"].keys() == theirs["weights"].keys()
+        assert all(torch.equal(w, theirs["weights"][name]) for name, w in mine["weights"].items())
 
 
 @pytest.mark.parametrize(

@@ -108,11 +108,10 @@ def spawn(
     fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 120.0, port: int | None = None
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` new processes joined in one ``gloo`` process group on
-        this machine (``port``: the rendezvous port, a free one by default), and return each rank's result, in rank
-        order. ``fn`` must be picklable (a function of a module), its results tensors, numbers, strings and containers of
-    these. A rank that raises is named
-        with its error; ranks still running after ``timeout`` seconds (a collective some rank never joined) are ended and
-        named, instead of a run that hangs."""
+    this machine (``port``: the rendezvous port, a free one by default), and return each rank's result, in rank
+    order. ``fn`` must be picklable (a function of a module), its results tensors, numbers, strings and containers of
+    these. A rank that raises is named with its error; ranks still running after ``timeout`` seconds (a collective
+    some rank never joined) are ended and named, instead of a run that hangs."""
     if world_size < 1:
         raise ValueError(f"world_size={world_size}: at least 1 process")
     if port is not None and _port_taken(port):
