@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # What Google Colab preinstalls (its published package list, 2026-08): our lower bounds must not exceed it.
 COLAB = {"torch": "2.11.0", "numpy": "2.1.3", "matplotlib": "3.10.0", "pandas": "2.2.3", "altair": "5.5.0",
-         "tqdm": "4.67", "ipywidgets": "7.7.1", "tokenizers": "0.21.4"}  # fmt: skip
+         "tqdm": "4.67", "ipywidgets": "7.7.1", "tokenizers": "0.21.4", "regex": "2024.11.6"}  # fmt: skip
 # Required but not preinstalled on Colab: small, pure-Python packages that pip adds with the course.
 NOT_ON_COLAB = {"sacrebleu"}
 CONDA_NAMES = {"torch": "pytorch"}

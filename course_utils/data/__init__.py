@@ -2,6 +2,8 @@
 
 - ``tokenizers``: the ``Tokenizer`` protocol every tokenizer follows (special ids 0-3), ``CharTokenizer``
 - ``bpe``: byte-pair encoding, ``learn_bpe`` (readable) and ``learn_bpe_fast``, ``BPETokenizer``
+- ``merges``: BPE merges learned with incremental pair counts, ``learn_merges``, ``learn_bpe_incremental``
+- ``byte_bpe``: GPT-2's byte-level BPE rebuilt, ``ByteBPE``, ``load_gpt2_tokenizer``, ``train_byte_bpe``
 - ``pairs``: string-pair tasks: ``reversal_pairs``, ``encode_pairs``, ``random_batches``
 - ``dates``: chapter 06's date-normalisation task, ``DateTask``
 - ``text``: files downloaded once and checked (``DataFile``, ``fetch``), Tiny Shakespeare, ``random_windows``
@@ -9,7 +11,9 @@
 """
 
 from .bpe import BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
+from .byte_bpe import ByteBPE, bytes_to_unicode, load_gpt2_tokenizer, train_byte_bpe
 from .dates import DateTask
+from .merges import learn_bpe_incremental, learn_merges
 from .multi30k import load_multi30k
 from .pairs import encode_pairs, random_batches, reversal_pairs
 from .text import load_tiny_shakespeare, random_windows, split_ids
@@ -18,13 +22,18 @@ from .tokenizers import SPECIALS, CharTokenizer, SpecialTokens, Tokenizer
 __all__ = [
     "SPECIALS",
     "BPETokenizer",
+    "ByteBPE",
     "CharTokenizer",
     "DateTask",
     "SpecialTokens",
     "Tokenizer",
+    "bytes_to_unicode",
     "encode_pairs",
     "learn_bpe",
     "learn_bpe_fast",
+    "learn_bpe_incremental",
+    "learn_merges",
+    "load_gpt2_tokenizer",
     "load_multi30k",
     "load_tiny_shakespeare",
     "merge_pair",
@@ -33,4 +42,5 @@ __all__ = [
     "random_windows",
     "reversal_pairs",
     "split_ids",
+    "train_byte_bpe",
 ]
