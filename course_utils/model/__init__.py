@@ -13,6 +13,7 @@ Imports only ``torch`` and ``course_utils.utils``: the model knows nothing of da
 - ``causal_lm``: ``CausalLM``, what ``GPT`` and ``Llama`` share: the forward pass around the blocks, and ``generate``
 - ``gpt``: ``GPT``, ``GPTBlock``, ``GPTConfig``
 - ``llama``: ``Llama``, ``LlamaBlock``, ``LlamaConfig``: the GPT with RMSNorm, rotary positions, GQA and SwiGLU
+- ``lora``: ``LoRALinear``, ``add_lora``, ``merge_lora``, ``lora_parameters``: low-rank adapters, as ``peft``'s
 - ``convert_torch``: the one table between our parameter names and PyTorch's (every ``from_torch`` uses it)
 - ``convert_hf``: ``from_hf``, GPT-2's and Llama's name tables (Hugging Face ``transformers`` models into ours)
 - ``torch_reference``: ``TorchTransformer``, our ``Transformer`` with ``nn.TransformerEncoder``/``Decoder`` inside
@@ -34,6 +35,7 @@ from .encoder import Encoder, EncoderLayer
 from .gpt import GPT, GPTBlock, GPTConfig
 from .layers import FeedForward, LayerNorm, RMSNorm, SwiGLU
 from .llama import Llama, LlamaBlock, LlamaConfig
+from .lora import LoRALinear, add_lora, lora_parameters, merge_lora
 from .masks import causal_mask, padding_mask, target_mask
 from .positional import PositionalEncoding, apply_rotary, sinusoidal_encoding
 from .torch_reference import TorchTransformer
@@ -59,6 +61,7 @@ __all__ = [
     "Llama",
     "LlamaBlock",
     "LlamaConfig",
+    "LoRALinear",
     "MultiHeadAttention",
     "PositionalEncoding",
     "RMSNorm",
@@ -66,11 +69,14 @@ __all__ = [
     "TorchTransformer",
     "Transformer",
     "TransformerConfig",
+    "add_lora",
     "apply_rotary",
     "causal_mask",
     "expand_kv",
     "from_hf",
     "from_hf_state",
+    "lora_parameters",
+    "merge_lora",
     "packed_linear",
     "padding_mask",
     "record_attention",
