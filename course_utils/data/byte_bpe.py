@@ -185,6 +185,15 @@ class ByteBPE:
             buffer = tail[held:]
         yield from self.encode(buffer, allowed_special=specials, disallowed_special=())
 
+    def with_special_tokens(self, tokens: Iterable[str]) -> ByteBPE:
+        """A copy that also knows ``tokens`` as special tokens, with new ids after the last (a model that reads its
+        ids needs as many new rows in its embedding and output layers)."""
+        specials, next_id = dict(self.special_tokens), self.vocab_size
+        for token in tokens:
+            if token not in specials:
+                specials[token], next_id = next_id, next_id + 1
+        return ByteBPE(self.encoder, list(self.ranks), specials, self.pattern.pattern)
+
     def token_bytes(self, i: int) -> bytes:
         return self.decoder[i]
 

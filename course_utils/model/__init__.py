@@ -13,6 +13,7 @@ Imports only ``torch`` and ``course_utils.utils``: the model knows nothing of da
 - ``causal_lm``: ``CausalLM``, what ``GPT`` and ``Llama`` share: the forward pass around the blocks, and ``generate``
 - ``gpt``: ``GPT``, ``GPTBlock``, ``GPTConfig``
 - ``llama``: ``Llama``, ``LlamaBlock``, ``LlamaConfig``: the GPT with RMSNorm, rotary positions, GQA and SwiGLU
+- ``classifier``: ``SequenceClassifier``, a language model's last hidden state through a new head
 - ``lora``: ``LoRALinear``, ``add_lora``, ``merge_lora``, ``lora_parameters``: low-rank adapters, as ``peft``'s
 - ``convert_torch``: the one table between our parameter names and PyTorch's (every ``from_torch`` uses it)
 - ``convert_hf``: ``from_hf``, GPT-2's and Llama's name tables (Hugging Face ``transformers`` models into ours)
@@ -29,6 +30,7 @@ from .attention import (
     scaled_dot_product_attention,
 )
 from .causal_lm import CausalLM
+from .classifier import SequenceClassifier
 from .convert_hf import GPT2_NAMES, GPT2_PACKED, LLAMA_NAMES, from_hf, from_hf_state
 from .decoder import Decoder, DecoderCache, DecoderLayer
 from .encoder import Encoder, EncoderLayer
@@ -65,6 +67,7 @@ __all__ = [
     "MultiHeadAttention",
     "PositionalEncoding",
     "RMSNorm",
+    "SequenceClassifier",
     "SwiGLU",
     "TorchTransformer",
     "Transformer",

@@ -22,7 +22,7 @@ class CausalLM(nn.Module):
     """What every decoder-only model of the course shares: ``generate``, with or without a ``KVCache`` per block.
 
     ``forward(idx (B, T), targets=None, caches=None)`` returns ``(logits (B, T, V), loss or None)``: the
-    subclass's ``embed``, then its ``blocks`` (one cache each), ``norm`` and ``head``. ``block_size`` caps the
+    subclass's ``embed``, then its ``blocks`` (one cache each) and ``norm`` (``hidden_states``), then ``head``. ``block_size`` caps the
     positions.
     """
 
@@ -43,6 +43,15 @@ class CausalLM(nn.Module):
     def forward(
         self, idx: Tensor, targets: Tensor | None = None, caches: list[KVCache] | None = None
     ) -> tuple[Tensor, Tensor | None]:
+        logits = self.head(self.hidden_states(idx, caches))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+    def hidden_states(self, idx: Tensor, caches: list[KVCache] | None = None) -> Tensor:
+        """The last block's outputs after the final norm, ``(B, T, d_model)``: what ``head`` turns into logits, and
+        what a new head reads to classify a text (``SequenceClassifier``)."""
         if idx.dim() != 2 or idx.is_floating_point():
             raise ValueError(f"idx must be token ids of shape (B, T); got {idx.dtype} {tuple(idx.shape)}")
         past = len(caches[0]) if caches else 0
@@ -54,11 +63,7 @@ class CausalLM(nn.Module):
         shared = self.layer_inputs(idx, past)
         for i, block in enumerate(self.blocks):
             x = block(x, caches[i] if caches else None, **shared)
-        logits = self.head(self.norm(x))  # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
+        return self.norm(x)
 
     @torch.no_grad()
     def generate(

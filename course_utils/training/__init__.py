@@ -14,11 +14,14 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
 - ``decoding``: ``beam_search``, ``greedy_decode`` (one beam), ``length_penalty``, ``translate``
 - ``metrics``: ``exact_match``, ``bleu``, ``bleu_difference`` (a paired bootstrap), ``estimate_loss``
 - ``translation``: chapter 08's ``train_translator`` and ``evaluate_bleu``
+- ``instruct``: supervised instruction tuning: ``ChatTemplate``, ``encode_example`` (the loss masked on the prompt),
+  ``pad_examples``
 """
 
 from .checkpoint import CheckpointMismatch, checkpoint_path, load_checkpoint, save_checkpoint
 from .decoding import beam_search, greedy_decode, length_penalty, translate
 from .distributed import average_gradients, backend_for, shard, spawn
+from .instruct import IGNORE, ChatTemplate, encode_example, pad_examples
 from .loop import History, TrainConfig, lr_factor, make_optimizer, noam_lr, train, train_step
 from .metrics import BleuDifference, bleu, bleu_difference, estimate_loss, exact_match
 from .pretrained import load_pretrained
@@ -36,11 +39,13 @@ from .translation import evaluate_bleu, train_translator
 
 __all__ = [
     "DATE_TRANSFORMER",
+    "IGNORE",
     "MULTI30K_QUICK",
     "MULTI30K_TRANSLATOR",
     "SHAKESPEARE_GPT_CPU",
     "SHAKESPEARE_GPT_GPU",
     "BleuDifference",
+    "ChatTemplate",
     "CheckpointMismatch",
     "History",
     "Recipe",
@@ -53,6 +58,7 @@ __all__ = [
     "bleu_difference",
     "checkpoint_path",
     "encode_corpus",
+    "encode_example",
     "estimate_loss",
     "evaluate_bleu",
     "exact_match",
@@ -64,6 +70,7 @@ __all__ = [
     "make_optimizer",
     "noam_lr",
     "pad_batch",
+    "pad_examples",
     "save_checkpoint",
     "seq2seq_loss",
     "shard",
