@@ -273,7 +273,7 @@ def train(
     optimizer = make_optimizer(model, config)
     dtype = _autocast_dtype(device, config.amp)  # where a GPU trains in float16 or float32, its line before the bar
     steps = min(config.steps, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else config.steps
-    history, losses, shown, evaluating = History(), [], {}, 0.0
+    history, shown, evaluating = History(), {}, 0.0
     first, earlier = 0, 0.0  # the step a resumed run starts at, and the training seconds before it
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.exists():
@@ -301,12 +301,16 @@ def train(
     bar_type = text_tqdm if PROGRESS.value() == "text" else tqdm
     bar = bar_type(range(first, steps), desc=desc, disable=not progress, mininterval=0.5, file=sys.stdout,
                    initial=first, total=steps)  # fmt: skip
+    # Each step's loss, written into one tensor on the device: reading it would wait for the device, and a small
+    # tensor kept per step would pin the memory the step freed (the allocator could not give it back: hundreds of MB
+    # over a long run on the CPU).
+    losses = torch.zeros(max(steps - first, 0), device=device)
     start = time.perf_counter()
 
     def save(step: int) -> None:
         assert path is not None
         synchronize(device)
-        loss = [*history.loss, *(torch.stack(losses).float().cpu().tolist() if losses else [])]
+        loss = [*history.loss, *losses[: step - first].cpu().tolist()]
         so_far = replace(history, loss=loss, seconds=earlier + time.perf_counter() - start - evaluating)
         scaler = _SCALERS.get(optimizer)
         save_checkpoint(path, {
@@ -326,7 +330,7 @@ def train(
             loss = train_step(model, optimizer, loss_fn, batch, config)
             history.steps.append(step + 1)
             history.lr.append(lr)
-            losses.append(loss)
+            losses[step - first] = loss
             last = step + 1 == steps
             if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or last):
                 synchronize(device)
@@ -345,5 +349,5 @@ def train(
                 evaluating += time.perf_counter() - paused  # writing a checkpoint is not training time either
         synchronize(device)
         history.seconds = earlier + time.perf_counter() - start - evaluating
-    history.loss = [*history.loss, *(torch.stack(losses).float().cpu().tolist() if losses else [])]
+    history.loss = [*history.loss, *losses.cpu().tolist()]
     return history
