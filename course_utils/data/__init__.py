@@ -8,11 +8,14 @@
 - ``dates``: chapter 06's date-normalisation task, ``DateTask``
 - ``text``: files downloaded once and checked (``DataFile``, ``fetch``), Tiny Shakespeare, ``random_windows``
 - ``multi30k``: the German-English corpus of chapter 08, ``load_multi30k``
+- ``instructions``: instructions to tune a model on and score it offline (dates, words to reverse, sort, count),
+  ``instruction_pairs``
 """
 
 from .bpe import BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
 from .byte_bpe import ByteBPE, bytes_to_unicode, load_gpt2_tokenizer, train_byte_bpe
 from .dates import DateTask
+from .instructions import instruction_pairs
 from .merges import learn_bpe_incremental, learn_merges
 from .multi30k import load_multi30k
 from .pairs import encode_pairs, random_batches, reversal_pairs
@@ -29,6 +32,7 @@ __all__ = [
     "Tokenizer",
     "bytes_to_unicode",
     "encode_pairs",
+    "instruction_pairs",
     "learn_bpe",
     "learn_bpe_fast",
     "learn_bpe_incremental",
