@@ -70,6 +70,14 @@ def test_a_deck_loads_nothing_from_another_host(decks):
     assert (decks / "reveal" / "dist" / "reveal.js").exists() and (decks / "reveal" / "plugin" / "notes").exists()
 
 
+@SLOW
+def test_no_line_of_code_on_a_deck_is_shown_as_a_syntax_error(decks):
+    """A cell's ``!torchrun ...`` and ``%%writefile`` lines are IPython's, not errors: no red box on the screen."""
+    for path in decks.glob("[0-9][0-9]_*.html"):
+        errors = re.findall(r'<span class="err">([^<]*)</span>', path.read_text())
+        assert not errors, f"{path.name}: {errors[:5]} highlighted as errors"
+
+
 def _text(fragment):
     """What a reader sees of an HTML fragment: tags dropped, entities decoded, spaces collapsed."""
     return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())

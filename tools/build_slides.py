@@ -46,6 +46,11 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+try:  # IPython's lexer reads a cell's `!command` and `%magic` lines as such, where Python's marks them as errors
+    from IPython.lib.lexers import IPython3Lexer as CellLexer
+except ImportError:  # pragma: no cover - IPython comes with ipykernel
+    CellLexer = PythonLexer
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 LESSONS = ROOT / "docs" / "lessons"
@@ -243,7 +248,7 @@ def output_pieces(cell: Any) -> list[Piece]:
 
 def code_piece(source: str, label: str = "") -> Piece:
     lines = source.count("\n") + 1
-    code = highlight(source, PythonLexer(), HtmlFormatter(nowrap=True))
+    code = highlight(source, CellLexer(), HtmlFormatter(nowrap=True))
     badge = f'<span class="badge">{html.escape(label)}</span>' if label else ""
     return Piece(
         f'<div class="code scroll">{badge}<pre><code>{code}</code></pre></div>', 24 + min(CODE_MAX, CODE_LINE * lines)
@@ -450,7 +455,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 place(code_piece(stub, "exercise"))
                 sections[-1][-1].notes.append(
                     "<p><b>Solution</b></p><pre><code>"
-                    + highlight(solution, PythonLexer(), HtmlFormatter(nowrap=True))
+                    + highlight(solution, CellLexer(), HtmlFormatter(nowrap=True))
                     + "</code></pre>"
                 )
             continue
