@@ -11,10 +11,13 @@ down this list, never up (``tests/test_structure.py``):
 ``settings``, ``utils``   every ``COURSE_*`` environment variable; devices, seeds, train/eval modes
 ``model/``                the Transformer proper: attention, masks, positions, layers, encoder, decoder,
                           ``Transformer``, ``GPT``, ``Llama`` (and ``CausalLM``, what both share), and their twins
-                          from PyTorch's modules and Hugging Face's models (one name table per family)
-``data/``                 tokenizers (one protocol) and datasets: toy pairs, dates, Tiny Shakespeare, Multi30k
+                          from PyTorch's modules and Hugging Face's models (one name table per family); LoRA
+                          adapters and a classifier head for a pretrained model
+``data/``                 tokenizers (one protocol; GPT-2's byte-level BPE) and datasets: toy pairs, dates, Tiny
+                          Shakespeare, Multi30k, instructions built from them
 ``training/``             training loop (with checkpoints it resumes from), recipes, shipped weights, seq2seq loss
-                          and batches, decoding, metrics, data-parallel pieces on ``torch.distributed``
+                          and batches, decoding, metrics, data-parallel pieces on ``torch.distributed``, instruction
+                          tuning (chat template, the loss masked on the prompt)
 ``teaching/``             probes that name bugs, plots and interactive charts
 ``checks/``               the exercise graders: ``from course_utils.checks import check_layer_norm``
 ``remote``                the grader's link to a kernel: the checkers call students' functions across it, as data
