@@ -331,8 +331,9 @@ def check_average_gradients(fn: Callable[..., Any]) -> Verdict:
                 for subset in combinations(range(len(names)), size):
                     if all(_equal(g, w) for g, w in zip(got, _simulated(subset), strict=True)):
                         kept = [names[i] for i in range(len(names)) if i not in subset]
+                        averaged = ", ".join(names[i] for i in subset)
                         raise NotYet(
-                            f"only some parameters are averaged ({', '.join(names[i] for i in subset)}, of {MODEL}): the others "
+                            f"only some parameters are averaged ({averaged}, of {MODEL}): the others "
                             f"({', '.join(kept)}) keep each rank's own gradient, so the ranks' weights drift apart. "
                             "Average the .grad of every parameter in model.parameters()"
                         )

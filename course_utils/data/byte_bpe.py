@@ -144,6 +144,11 @@ class ByteBPE:
                 )
         return sorted(allowed, key=len, reverse=True)  # longest first: of two that start alike, the longer wins
 
+    @staticmethod
+    def _splitter(specials: list[str]) -> regex.Pattern[str]:
+        """The special tokens as one pattern, captured, so that ``split`` keeps them between the text's parts."""
+        return regex.compile(f"({'|'.join(regex.escape(s) for s in specials)})")
+
     def encode(self, text: str, allowed_special: Allowed = (), disallowed_special: Allowed = "all") -> list[int]:
         """The ids of ``text``, as ``tiktoken``'s ``encode``: a special token's string becomes its id where
         ``allowed_special`` names it (or is ``"all"``); one that is neither allowed nor disallowed is read as text;
@@ -152,7 +157,7 @@ class ByteBPE:
         if not specials:
             return self.encode_ordinary(text)
         ids: list[int] = []
-        parts = regex.split(f"({'|'.join(regex.escape(s) for s in specials)})", text)
+        parts = self._splitter(specials).split(text)
         for i, part in enumerate(parts):  # ordinary text at even positions, a special token at odd ones
             ids += [self.special_tokens[part]] if i % 2 else self.encode_ordinary(part)
         return ids
@@ -166,7 +171,7 @@ class ByteBPE:
         (``"<|endo"``) with the piece before it, which a special token after it would end differently
         (``"a  <|endoftext|>"`` has the piece ``"  "``)."""
         specials = self._specials(allowed_special, (), "")
-        splitter = regex.compile("|".join(regex.escape(s) for s in specials)) if specials else None
+        splitter = self._splitter(specials) if specials else None
         buffer = ""
         for chunk in chunks:
             buffer += chunk
@@ -193,9 +198,6 @@ class ByteBPE:
             if token not in specials:
                 specials[token], next_id = next_id, next_id + 1
         return ByteBPE(self.encoder, list(self.ranks), specials, self.pattern.pattern)
-
-    def token_bytes(self, i: int) -> bytes:
-        return self.decoder[i]
 
     def decode_bytes(self, ids: Iterable[int] | Tensor) -> bytes:
         """The bytes of ``ids``: exact for any slice of ids, even one that cuts a character."""

@@ -69,8 +69,9 @@ class Instruction:
 
 @cache
 def _captions(split: str) -> tuple[tuple[str, ...], ...]:
-    """Multi30k's English captions of ``split`` as lower-case words, punctuation dropped."""
-    return tuple(tuple(re.findall(r"[a-z]+", en.lower())) for _, en in load_multi30k(split))
+    """Multi30k's English captions of ``split`` as lower-case words, punctuation dropped: those of 5 words or more."""
+    captions = (tuple(re.findall(r"[a-z]+", en.lower())) for _, en in load_multi30k(split))
+    return tuple(c for c in captions if len(c) >= 5)
 
 
 @cache
@@ -81,8 +82,7 @@ def _dates() -> DateTask:
 
 def _words(rng: random.Random, split: str) -> list[str]:
     """3 to 5 consecutive words of a caption: training captions, or validation ones for held-out inputs."""
-    captions = [c for c in _captions("train" if split == "train" else "val") if len(c) >= 5]
-    words = rng.choice(captions)
+    words = rng.choice(_captions("train" if split == "train" else "val"))
     n = rng.randint(3, 5)
     start = rng.randint(0, len(words) - n)
     return list(words[start : start + n])

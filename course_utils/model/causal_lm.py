@@ -22,8 +22,8 @@ class CausalLM(nn.Module):
     """What every decoder-only model of the course shares: ``generate``, with or without a ``KVCache`` per block.
 
     ``forward(idx (B, T), targets=None, caches=None)`` returns ``(logits (B, T, V), loss or None)``: the
-    subclass's ``embed``, then its ``blocks`` (one cache each) and ``norm`` (``hidden_states``), then ``head``. ``block_size`` caps the
-    positions.
+    subclass's ``embed``, then its ``blocks`` (one cache each) and ``norm`` (``hidden_states``), then ``head``.
+    ``block_size`` caps the positions.
     """
 
     blocks: nn.ModuleList

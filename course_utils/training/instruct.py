@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import torch
 from torch import Tensor
+
+from .seq2seq import pad_batch
 
 __all__ = ["IGNORE", "ChatTemplate", "encode_example", "pad_examples"]
 
@@ -92,12 +93,8 @@ def pad_examples(examples: Sequence[tuple[list[int], list[int]]], pad_id: int) -
     it alone."""
     if not examples:
         raise ValueError("no examples to pad")
-    longest = max(len(inputs) for inputs, _ in examples)
-    inputs = torch.full((len(examples), longest), pad_id, dtype=torch.long)  # (B, T)
-    targets = torch.full((len(examples), longest), IGNORE, dtype=torch.long)  # (B, T)
     for row, (x, y) in enumerate(examples):
         if len(x) != len(y):
             raise ValueError(f"example {row}: {len(x)} inputs but {len(y)} targets; use encode_example")
-        inputs[row, : len(x)] = torch.tensor(x)
-        targets[row, : len(y)] = torch.tensor(y)
-    return inputs, targets
+    inputs = pad_batch([x for x, _ in examples], pad_id)  # (B, T)
+    return inputs, pad_batch([y for _, y in examples], IGNORE)  # (B, T)

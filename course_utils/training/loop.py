@@ -263,8 +263,8 @@ def train(
     stopped would leave them. A checkpoint of another recipe or model is refused, with the fix in the message. In a
     process group (``torch.distributed``, a DDP model), only rank 0 writes the checkpoint; every rank resumes from it.
     ``checkpoint=None`` keeps none, whatever ``checkpoint_every`` says (``checkpoint_path`` gives None where no
-    checkpoint is wanted). ``keep``, a dict of the caller's own records (samples written at each evaluation: lists of strings, numbers,
-    tensors), is saved with each checkpoint and put back on resume, each list refilled in place.
+    checkpoint is wanted). ``keep``, a dict of the caller's own records (samples written at each evaluation: lists of
+    strings, numbers, tensors), is saved with each checkpoint and put back on resume, each list refilled in place.
     """
     if checkpoint_every < 0:
         raise ValueError(f"checkpoint_every={checkpoint_every}: a number of steps >= 0 (0: only at the end)")
