@@ -71,12 +71,11 @@ def hf_gpt2():
 def hugging_face_gpt2():
     """Hugging Face's GPT-2 tokenizer on the same files (``vocab=``/``merges=`` since transformers 5)."""
     transformers = pytest.importorskip("transformers")
-    vocab = json.loads(fetch(GPT2_FILES["encoder"]).read_text(encoding="utf-8"))
-    lines = fetch(GPT2_FILES["merges"]).read_text(encoding="utf-8").split("\n")[1:]
-    if transformers.__version__.startswith("4."):
-        return transformers.GPT2TokenizerFast(
-            vocab_file=str(fetch(GPT2_FILES["encoder"])), merges_file=str(fetch(GPT2_FILES["merges"]))
-        )
+    encoder, merges = fetch(GPT2_FILES["encoder"]), fetch(GPT2_FILES["merges"])
+    if _transformers_major() < 5:
+        return transformers.GPT2TokenizerFast(vocab_file=str(encoder), merges_file=str(merges))
+    vocab = json.loads(encoder.read_text(encoding="utf-8"))
+    lines = merges.read_text(encoding="utf-8").split("\n")[1:]  # line 0: "#version: 0.2"
     return transformers.GPT2TokenizerFast(vocab=vocab, merges=[tuple(line.split(" ")) for line in lines if line])
 
 
