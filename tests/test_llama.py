@@ -24,10 +24,10 @@ def test_course_utils_imports_no_transformers():
     assert out.stdout.strip() == "False"
 
 
-def test_only_chapter_10_imports_transformers():
+def test_only_chapters_10_and_12_import_transformers():
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         code = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
-        assert ("import transformers" in code) == path.name.startswith("10_"), path.name
+        assert ("import transformers" in code) == path.name.startswith(("10_", "12_")), path.name
 
 
 def test_rms_norm_equals_pytorch_and_keeps_dtype():

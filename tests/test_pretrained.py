@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from course_utils import (
+    BYTE_GPT,
     DATE_TRANSFORMER,
     GPT,
     SHAKESPEARE_GPT_CPU,
@@ -46,6 +47,7 @@ def test_the_chapters_recipes_are_the_shipped_ones():
         "date_transformer": DATE_TRANSFORMER,
         "shakespeare_gpt": SHAKESPEARE_GPT_CPU,
         "multi30k_translator": MULTI30K_TRANSLATOR,
+        "byte_gpt": BYTE_GPT,
     }
 
 

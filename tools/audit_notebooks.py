@@ -106,6 +106,12 @@ TAUGHT_IN = {
         "GroupedQueryAttention", "peak_memory",
     ],
     "11": ["average_gradients", "shard", "spawn", "backend_for", "load_checkpoint", "CheckpointMismatch"],
+    "12": [
+        "ByteBPE", "bytes_to_unicode", "GPT2_PATTERN", "gpt2_files", "load_gpt2_tokenizer", "learn_bpe_incremental",
+        "learn_merges", "train_byte_bpe", "BYTE_GPT", "pretraining_texts", "LoRALinear", "add_lora", "merge_lora",
+        "lora_parameters", "ChatTemplate", "IGNORE", "encode_example", "pad_examples", "instruction_pairs",
+        "SequenceClassifier",
+    ],
 }  # fmt: skip
 CHAPTER_OF = {name: chapter for chapter, names in TAUGHT_IN.items() for name in names}
 ATTRIBUTE = re.compile(r"\bcourse_utils\.(\w+)")

@@ -1,6 +1,6 @@
 """Train and save the weights that ship with the course (``course_utils.load_pretrained``), on the CPU:
 
-    python tools/build_checkpoints.py [date_transformer] [shakespeare_gpt]
+    python tools/build_checkpoints.py [date_transformer] [shakespeare_gpt] [multi30k_translator] [byte_gpt]
 
 Each run repeats its notebook's training exactly: the same data, seeds, model and recipe (the objects of
 ``course_utils.training.recipes``, which the notebooks import from ``course_utils``). The files land in ``course_utils/checkpoints/``,
@@ -38,8 +38,11 @@ from course_utils import (
     train,
 )
 from course_utils.data.bpe import BPETokenizer, learn_bpe_fast
+from course_utils.data.byte_bpe import ByteBPE, train_byte_bpe
+from course_utils.data.instructions import pretraining_texts
 from course_utils.data.multi30k import load_multi30k
 from course_utils.training.pretrained import CHECKPOINTS, PRETRAINED, checkpoint_path
+from course_utils.training.recipes import Recipe
 from course_utils.training.translation import train_translator
 
 CPU = torch.device("cpu")
@@ -108,14 +111,12 @@ def date_transformer() -> Path:
     return save("date_transformer", model, history, {"held_out_exact_match": accuracy})
 
 
-def train_shakespeare_gpt(seed: int = 0) -> tuple[GPT, History, list[str]]:
-    """Chapter 07's CPU run: the same data, model, recipe, evaluations and samples; ``seed`` sets the initial weights
-    and the order of the windows (the chapter's is 0). Returns the model, its history and its samples."""
-    recipe = PRETRAINED["shakespeare_gpt"]
-    text = load_tiny_shakespeare()
-    tokenizer = CharTokenizer(text, specials=False)
-    train_ids, val_ids = split_ids(text, tokenizer)
-    splits = {"train": train_ids, "val": val_ids}
+def train_language_model(
+    recipe: Recipe[Any], tokenizer: Any, splits: dict[str, torch.Tensor], seed: int, desc: str, sample_tokens: int
+) -> tuple[GPT, History, list[str]]:
+    """A GPT of ``recipe`` trained on random windows of ``splits["train"]``, evaluated every ``recipe.eval_every``
+    steps on each split, with a sample of ``sample_tokens`` after a newline at each evaluation; ``seed`` sets the
+    initial weights and the order of the windows. Returns the model, its history and its samples."""
     set_seed(seed)
     model = GPT(tokenizer.vocab_size, **asdict(recipe.model))
     prompt = torch.tensor([tokenizer.encode("\n")])
@@ -123,17 +124,27 @@ def train_shakespeare_gpt(seed: int = 0) -> tuple[GPT, History, list[str]]:
 
     def evaluate(model: GPT) -> dict[str, float]:
         losses = estimate_loss(model, splits, recipe.training.batch_size, iters=recipe.eval_batches)
-        out = model.generate(prompt, 200, temperature=0.8, generator=torch.Generator().manual_seed(0))
+        out = model.generate(prompt, sample_tokens, temperature=0.8, generator=torch.Generator().manual_seed(0))
         samples.append(tokenizer.decode(out[0]))
         return losses
 
     set_seed(seed)
-    windows = random_windows(train_ids, recipe.model.block_size, recipe.training.batch_size, seed=seed)
+    windows = random_windows(splits["train"], recipe.model.block_size, recipe.training.batch_size, seed=seed)
     history = train(
         model, windows, lambda m, x, y: m(x, y)[1], recipe.training, device=CPU, eval_fn=evaluate,
-        eval_every=recipe.eval_every, desc=f"GPT, seed {seed}",
+        eval_every=recipe.eval_every, desc=f"{desc}, seed {seed}",
     )  # fmt: skip
     return model, history, samples
+
+
+def train_shakespeare_gpt(seed: int = 0) -> tuple[GPT, History, list[str]]:
+    """Chapter 07's CPU run: the same data, model, recipe, evaluations and samples; ``seed`` sets the initial weights
+    and the order of the windows (the chapter's is 0). Returns the model, its history and its samples."""
+    text = load_tiny_shakespeare()
+    tokenizer = CharTokenizer(text, specials=False)
+    train_ids, val_ids = split_ids(text, tokenizer)
+    splits = {"train": train_ids, "val": val_ids}
+    return train_language_model(PRETRAINED["shakespeare_gpt"], tokenizer, splits, seed, "GPT", sample_tokens=200)
 
 
 def best_val_loss(history: History) -> float:
@@ -172,10 +183,35 @@ def evaluate_translator(path: Path) -> Path:
     return path
 
 
+def byte_gpt_data(tokenizer: ByteBPE) -> dict[str, torch.Tensor]:
+    """Chapter 12's pretraining text as ids: ``train`` (Shakespeare's first 90%, then Multi30k's English captions)
+    and ``val`` (Shakespeare's last 10%)."""
+    return {k: torch.tensor(tokenizer.encode(v), dtype=torch.long) for k, v in pretraining_texts().items()}
+
+
+def train_byte_gpt(seed: int = 0) -> tuple[GPT, ByteBPE, History, list[str]]:
+    """Chapter 12's pretrained model: its byte-level vocabulary learned on the training text, then the recipe's GPT
+    trained on it. Returns the model, its tokenizer, its history and samples."""
+    recipe = PRETRAINED["byte_gpt"]
+    texts = pretraining_texts()
+    tokenizer = train_byte_bpe(texts["train"].splitlines(keepends=True), recipe.vocab_size, recipe.special_tokens)
+    model, history, samples = train_language_model(
+        recipe, tokenizer, byte_gpt_data(tokenizer), seed, "byte-level GPT", sample_tokens=80
+    )
+    return model, tokenizer, history, samples
+
+
+def byte_gpt() -> Path:
+    model, tokenizer, history, samples = train_byte_gpt()
+    metrics = {"val_loss": history.evals[-1][1]["val"]}
+    return save("byte_gpt", model, history, metrics, samples, half=True, tokenizer=tokenizer.to_dict())
+
+
 BUILDERS: dict[str, Callable[[], Path]] = {
     "date_transformer": date_transformer,
     "shakespeare_gpt": shakespeare_gpt,
     "multi30k_translator": multi30k_translator,
+    "byte_gpt": byte_gpt,
 }
 
 

@@ -8,7 +8,7 @@ One module per topic, in the order the chapters meet them:
 
 - ``attention`` (01-02), ``masks`` (01), ``positional`` (03), ``layers`` (04), ``seq2seq`` (05-06),
   ``training`` (02, 06), ``generation`` and ``sampling`` (07), ``translation`` (08), ``bug_lab`` (09),
-  ``modern`` (10), ``distributed`` (11)
+  ``modern`` (10), ``distributed`` (11), ``adapt`` (12)
 - ``predictions``: the "predict, then run" questions of every chapter (``check_prediction``)
 - ``_core``: what every checker shares: ``call`` (runs the student's function, turning its errors into
   verdicts), ``same``/``differs``/``name_mistake`` (compare with the reference), ``verdict`` (prints and records)
@@ -19,6 +19,7 @@ below and test it in its module's ``tests/test_checks_<module>.py`` with right, 
 """
 
 from ._core import Verdict
+from .adapt import check_byte_table, check_lora_forward, check_merge_step, check_prompt_mask
 from .attention import (
     check_attention_with_bias,
     check_fused_head_projections,
@@ -61,6 +62,7 @@ __all__ = [
     "check_average_gradients",
     "check_beam_step",
     "check_bpe_segment",
+    "check_byte_table",
     "check_bytes_per_rank",
     "check_causal_mask",
     "check_decoder_layer",
@@ -76,13 +78,16 @@ __all__ = [
     "check_kv_cache_step",
     "check_label_smoothing",
     "check_layer_norm",
+    "check_lora_forward",
     "check_masked_mean",
     "check_merge_heads",
+    "check_merge_step",
     "check_ngram_matches",
     "check_padding_mask",
     "check_pre_norm_layer",
     "check_prediction",
     "check_prefix_lm_mask",
+    "check_prompt_mask",
     "check_rms_norm",
     "check_rotary_embedding",
     "check_rotary_halves",

@@ -273,6 +273,29 @@ QUESTIONS: dict[str, Question] = {
             "of a logged metric under `if rank == 0`).",
         },
     ),
+    # 12 · adapting a pretrained model
+    "tuning-forgets": Question(
+        chapter="12",
+        choices={
+            "a": "nothing measurable: tuning only taught it a new format",
+            "b": "it falls: more training, a better model",
+            "c": "it rises clearly, by more than half a nat per token, for both methods",
+            "d": "it rises after full fine-tuning only: LoRA keeps the pretrained weights frozen",
+        },
+        answer="c",
+        why={
+            "a": "A new format is learned by changing weights that every text goes through: the same embeddings, "
+            "attention and feed-forward layers read Shakespeare too, and 300 steps pull them towards short templated "
+            "answers.",
+            "b": "More training helps on the data trained on; these steps see only instructions, none of the "
+            "pretraining text, so nothing pushes the Shakespeare loss down and much pushes it up.",
+            "c": "Every step moves the model towards instruction pairs and away from what it was pretrained on: "
+            "catastrophic forgetting. LoRA is no shield, since its adapters change every adapted layer's output on "
+            "every text, whatever the frozen weights hold.",
+            "d": "The weights are frozen, not the function: h = Wx + (alpha/r) BAx changes the output of every adapted "
+            "layer for every input, Shakespeare included, so LoRA forgets too (merging BA into W makes that plain).",
+        },
+    ),
 }
 
 

@@ -9,13 +9,13 @@
 - ``text``: files downloaded once and checked (``DataFile``, ``fetch``), Tiny Shakespeare, ``random_windows``
 - ``multi30k``: the German-English corpus of chapter 08, ``load_multi30k``
 - ``instructions``: instructions to tune a model on and score it offline (dates, words to reverse, sort, count),
-  ``instruction_pairs``
+  ``instruction_pairs``, and the text the model tuned on them was pretrained on, ``pretraining_texts``
 """
 
 from .bpe import BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
-from .byte_bpe import ByteBPE, bytes_to_unicode, load_gpt2_tokenizer, train_byte_bpe
+from .byte_bpe import GPT2_PATTERN, ByteBPE, bytes_to_unicode, gpt2_files, load_gpt2_tokenizer, train_byte_bpe
 from .dates import DateTask
-from .instructions import instruction_pairs
+from .instructions import instruction_pairs, pretraining_texts
 from .merges import learn_bpe_incremental, learn_merges
 from .multi30k import load_multi30k
 from .pairs import encode_pairs, random_batches, reversal_pairs
@@ -23,6 +23,7 @@ from .text import load_tiny_shakespeare, random_windows, split_ids
 from .tokenizers import SPECIALS, CharTokenizer, SpecialTokens, Tokenizer
 
 __all__ = [
+    "GPT2_PATTERN",
     "SPECIALS",
     "BPETokenizer",
     "ByteBPE",
@@ -32,6 +33,7 @@ __all__ = [
     "Tokenizer",
     "bytes_to_unicode",
     "encode_pairs",
+    "gpt2_files",
     "instruction_pairs",
     "learn_bpe",
     "learn_bpe_fast",
@@ -42,6 +44,7 @@ __all__ = [
     "load_tiny_shakespeare",
     "merge_pair",
     "pretokenize",
+    "pretraining_texts",
     "random_batches",
     "random_windows",
     "reversal_pairs",

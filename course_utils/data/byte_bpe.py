@@ -31,7 +31,7 @@ from .bpe import merge_pair
 from .merges import learn_merges
 from .text import DataFile, fetch
 
-__all__ = ["GPT2_PATTERN", "ByteBPE", "bytes_to_unicode", "load_gpt2_tokenizer", "train_byte_bpe"]
+__all__ = ["GPT2_PATTERN", "ByteBPE", "bytes_to_unicode", "gpt2_files", "load_gpt2_tokenizer", "train_byte_bpe"]
 
 # GPT-2's pre-tokenizer: contractions, letters, numbers, other characters, each with one optional space before it;
 # then whitespace, keeping the last space of a run for the word after it. \p{L} is any letter, \p{N} any number.
@@ -91,6 +91,25 @@ class ByteBPE:
         self.decoder |= {i: token.encode("utf-8") for token, i in self.special_tokens.items()}
         self.pattern = regex.compile(pattern)
         self._cache: dict[str, list[int]] = {}
+
+    @classmethod
+    def from_merges(cls, merges: Sequence[tuple[str, str]], special_tokens: Sequence[str] = ()) -> ByteBPE:
+        """The vocabulary ``train_byte_bpe`` builds from its merges: the 256 byte characters in code point order
+        (GPT-2's order), each merge's result in rank order, then ``special_tokens``."""
+        encoder = {c: i for i, c in enumerate(sorted(bytes_to_unicode().values()))}
+        for a, b in merges:
+            encoder.setdefault(a + b, len(encoder))
+        return cls(encoder, merges, {token: len(encoder) + n for n, token in enumerate(special_tokens)})
+
+    def to_dict(self) -> dict[str, list[str]]:
+        """Plain strings, for a checkpoint, of a tokenizer ``from_merges`` (or ``train_byte_bpe``) built:
+        ``ByteBPE.from_dict(tok.to_dict())`` rebuilds it."""
+        return {"merges": [f"{a} {b}" for a, b in self.ranks], "special_tokens": list(self.special_tokens)}
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Sequence[str]]) -> ByteBPE:
+        pairs = [merge.split(" ") for merge in saved["merges"]]
+        return cls.from_merges([(a, b) for a, b in pairs], saved["special_tokens"])
 
     def __repr__(self) -> str:
         return f"ByteBPE(vocab_size={self.vocab_size}, merges={len(self.ranks)}, special_tokens={self.special_tokens})"
@@ -229,10 +248,17 @@ def read_gpt2_files(encoder_json: str | Path, vocab_bpe: str | Path) -> ByteBPE:
     return ByteBPE(encoder, merges, specials)
 
 
+def gpt2_files(data_dir: str | Path | None = None) -> dict[str, Path]:
+    """The local paths of GPT-2's two tokenizer files, ``"encoder"`` (``encoder.json``) and ``"merges"``
+    (``vocab.bpe``), downloaded once and checked against their SHA-256, for other libraries to read."""
+    return {name: fetch(file, data_dir) for name, file in GPT2_FILES.items()}
+
+
 def load_gpt2_tokenizer(data_dir: str | Path | None = None) -> ByteBPE:
     """GPT-2's tokenizer (50,257 tokens, 50,000 merges) from OpenAI's own files, downloaded once and checked against
     their SHA-256 (``$COURSE_DATA_MIRROR`` points at an offline copy)."""
-    return read_gpt2_files(fetch(GPT2_FILES["encoder"], data_dir), fetch(GPT2_FILES["merges"], data_dir))
+    files = gpt2_files(data_dir)
+    return read_gpt2_files(files["encoder"], files["merges"])
 
 
 def train_byte_bpe(
@@ -251,8 +277,4 @@ def train_byte_bpe(
         "".join(table[b] for b in piece.encode("utf-8")) for text in texts for piece in pattern.findall(text)
     )
     merges = learn_merges(words, alphabet, vocab_size - len(special_tokens), min_frequency)
-    encoder = {c: i for i, c in enumerate(alphabet)}
-    for a, b in merges:
-        encoder.setdefault(a + b, len(encoder))
-    specials = {token: len(encoder) + n for n, token in enumerate(special_tokens)}
-    return ByteBPE(encoder, merges, specials)
+    return ByteBPE.from_merges(merges, special_tokens)

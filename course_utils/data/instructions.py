@@ -18,8 +18,9 @@ from functools import cache
 
 from .dates import DateTask
 from .multi30k import load_multi30k
+from .text import load_tiny_shakespeare
 
-__all__ = ["PHRASINGS", "Instruction", "instruction_pairs"]
+__all__ = ["PHRASINGS", "Instruction", "instruction_pairs", "pretraining_texts"]
 
 # Each task's phrasings, {x} the input; the last phrasing is held out of training.
 PHRASINGS: dict[str, tuple[str, ...]] = {
@@ -125,3 +126,14 @@ def instruction_pairs(
         x, answer = _task_input(task, rng, split)
         out.append(Instruction(task, k, PHRASINGS[task][k].format(x=x), answer))
     return out
+
+
+def pretraining_texts(val_fraction: float = 0.1) -> dict[str, str]:
+    """The text chapter 12's small model was pretrained on, before any instruction: ``"train"``, the first 90% of
+    Tiny Shakespeare followed by Multi30k's English training captions (one per line), so that the model knows the
+    words the instructions are made of; ``"val"``, the last 10% of Tiny Shakespeare (chapter 07's validation
+    part), on which tuning's cost is measured."""
+    text = load_tiny_shakespeare()
+    n_train = int(len(text) * (1 - val_fraction))
+    captions = "".join(f"{en}\n" for _, en in load_multi30k("train"))
+    return {"train": text[:n_train] + "\n" + captions, "val": text[n_train:]}

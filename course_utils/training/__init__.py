@@ -26,11 +26,13 @@ from .loop import History, TrainConfig, lr_factor, make_optimizer, noam_lr, trai
 from .metrics import BleuDifference, bleu, bleu_difference, estimate_loss, exact_match
 from .pretrained import load_pretrained
 from .recipes import (
+    BYTE_GPT,
     DATE_TRANSFORMER,
     MULTI30K_QUICK,
     MULTI30K_TRANSLATOR,
     SHAKESPEARE_GPT_CPU,
     SHAKESPEARE_GPT_GPU,
+    ByteGPTRecipe,
     Recipe,
     TranslationRecipe,
 )
@@ -38,6 +40,7 @@ from .seq2seq import encode_corpus, pad_batch, seq2seq_loss, translation_batches
 from .translation import evaluate_bleu, train_translator
 
 __all__ = [
+    "BYTE_GPT",
     "DATE_TRANSFORMER",
     "IGNORE",
     "MULTI30K_QUICK",
@@ -45,6 +48,7 @@ __all__ = [
     "SHAKESPEARE_GPT_CPU",
     "SHAKESPEARE_GPT_GPU",
     "BleuDifference",
+    "ByteGPTRecipe",
     "ChatTemplate",
     "CheckpointMismatch",
     "History",

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from .loop import History
-from .recipes import DATE_TRANSFORMER, MULTI30K_TRANSLATOR, SHAKESPEARE_GPT_CPU, Recipe
+from .recipes import BYTE_GPT, DATE_TRANSFORMER, MULTI30K_TRANSLATOR, SHAKESPEARE_GPT_CPU, Recipe
 
 __all__ = ["PRETRAINED", "Pretrained", "load_pretrained"]
 
@@ -34,6 +34,7 @@ PRETRAINED: dict[str, Recipe[Any]] = {
     "date_transformer": DATE_TRANSFORMER,
     "shakespeare_gpt": SHAKESPEARE_GPT_CPU,
     "multi30k_translator": MULTI30K_TRANSLATOR,
+    "byte_gpt": BYTE_GPT,
 }
 
 

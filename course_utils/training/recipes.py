@@ -13,11 +13,13 @@ from ..model import GPTConfig, TransformerConfig
 from .loop import TrainConfig
 
 __all__ = [
+    "BYTE_GPT",
     "DATE_TRANSFORMER",
     "MULTI30K_QUICK",
     "MULTI30K_TRANSLATOR",
     "SHAKESPEARE_GPT_CPU",
     "SHAKESPEARE_GPT_GPU",
+    "ByteGPTRecipe",
     "Recipe",
     "TranslationRecipe",
 ]
@@ -103,4 +105,24 @@ MULTI30K_QUICK = TranslationRecipe(
     model=replace(MULTI30K_TRANSLATOR.model, d_model=128, n_heads=4, n_layers=2, d_ff=256),
     training=replace(MULTI30K_TRANSLATOR.training, steps=250, batch_size=32, lr=3e-3, warmup_steps=50),
     eval_every=125,
+)
+
+
+@dataclass(frozen=True)
+class ByteGPTRecipe(Recipe[GPTConfig]):
+    """A ``Recipe`` for a GPT on byte-level BPE tokens (``train_byte_bpe``): ``vocab_size`` tokens in all, the
+    ``special_tokens`` last."""
+
+    vocab_size: int = 1024
+    special_tokens: tuple[str, ...] = ("<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>")
+
+
+# Chapter 12's pretrained model, the one it adapts: chapter 07's CPU GPT with a context of 96 byte-level BPE tokens
+# (about 230 characters) from a vocabulary of 1,024, trained on Tiny Shakespeare and Multi30k's English captions (the
+# words its instructions are made of). The special tokens of the chat template exist from the start but never occur
+# in pretraining: tuning teaches them. Dropout 0.1 over 3,000 steps of 16 windows (4.6 M tokens, about 4 passes).
+BYTE_GPT = ByteGPTRecipe(
+    model=replace(SHAKESPEARE_GPT_CPU.model, block_size=96, dropout=0.1),
+    training=replace(SHAKESPEARE_GPT_CPU.training, steps=3000, batch_size=16, warmup_steps=100),
+    eval_every=500,
 )

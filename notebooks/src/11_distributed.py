@@ -3,7 +3,8 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, Part II, chapter 11 · previous: [10 · GPT-2 and Llama](10_gpt2_and_llama.ipynb)
+# *Transformers from Scratch*, Part II, chapter 11 · previous: [10 · GPT-2 and Llama](10_gpt2_and_llama.ipynb) ·
+# next: [12 · Adapting a pretrained model](12_fine_tuning.ipynb)
 #
 # Chapter 07 trained a GPT in one process. The next wall a learner meets is a model or a data set that one GPU cannot
 # train in time, and a Colab runtime that disconnects and loses an hour of training. This chapter climbs both on

@@ -1,0 +1,253 @@
+"""Checkers for chapter 12: adapting a pretrained model (GPT-2's byte table, one merge step by rank, the LoRA forward,
+the loss mask of an instruction)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import pairwise
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..data.bpe import merge_pair
+from ..data.byte_bpe import bytes_to_unicode
+from ..training.instruct import IGNORE
+from ._core import NotYet, Verdict, backpropagates, call, each_case, name_mistake, same, verdict
+
+__all__ = ["check_byte_table", "check_lora_forward", "check_merge_step", "check_prompt_mask"]
+
+
+def _shown(b: int) -> str:
+    return f"byte {b} ({chr(b)!r})" if 32 < b < 127 else f"byte {b}"
+
+
+def check_byte_table(fn: Callable[[], Any]) -> Verdict:
+    """``fn()`` returns GPT-2's table from the 256 bytes to printable characters (``bytes_to_unicode()``)."""
+
+    def run() -> str:
+        got = call(fn)
+        expected = bytes_to_unicode()
+        if not isinstance(got, dict):
+            raise NotYet(f"return a dict from each byte (an int, 0-255) to one character; got {type(got).__name__}")
+        table: dict[Any, Any] = dict(got)  # pyright: ignore[reportUnknownArgumentType]
+        missing = [b for b in range(256) if b not in table]
+        if missing or len(table) != 256:
+            extra = [k for k in table if k not in expected]
+            raise NotYet(
+                f"the table has {len(table)} entries; it needs one for each of the 256 bytes, keyed by the byte as an "
+                f"int: {f'byte {missing[0]} is missing' if missing else f'{extra[0]!r} is not a byte'}"
+            )
+        bad = [b for b in range(256) if not (isinstance(table[b], str) and len(table[b]) == 1)]
+        if bad:
+            raise NotYet(
+                f"{_shown(bad[0])} maps to {table[bad[0]]!r}: each byte maps to one character (a str of length 1)"
+            )
+        if len(set(table.values())) < 256:
+            raise NotYet(
+                "two bytes map to the same character, so decoding could not tell them apart: each byte needs its own"
+            )
+        if all(table[b] == chr(b) for b in range(256)):
+            raise NotYet(
+                "every byte maps to itself, control characters and the space included: a token such as ' the' or "
+                "'\\n' would hold an invisible character, and a vocabulary file split on spaces breaks. Keep the "
+                "printable bytes ('!'-'~', '¡'-'¬', '®'-'ÿ') and move each other byte, in order, to chr(256 + n)"
+            )
+        if all(table[b] == chr(256 + b) for b in range(256) if expected[b] != chr(b)):
+            raise NotYet(
+                "the moved bytes go to chr(256 + b): the n-th byte that is not printable goes to chr(256 + n), n "
+                "counting only those bytes (the space, the 33rd of them, becomes 'Ġ', chr(288))"
+            )
+        for b in range(256):
+            if table[b] != expected[b]:
+                kept = expected[b] == chr(b)
+                raise NotYet(
+                    f"{_shown(b)} maps to {table[b]!r}; GPT-2's table gives {expected[b]!r}: "
+                    + (
+                        "it is printable, so it stays itself (the kept ranges are '!'-'~', '¡'-'¬' and '®'-'ÿ')"
+                        if kept
+                        else "it is not printable, so it moves to chr(256 + n), n counting the moved bytes in order"
+                    )
+                )
+        return "the byte table is GPT-2's: every byte a printable character, the space 'Ġ', the newline 'Ċ'."
+
+    return verdict(run)
+
+
+def merge_step(symbols: list[str], ranks: dict[tuple[str, str], int]) -> list[str]:
+    """One step of GPT-2's ``bpe``: of the adjacent pairs that have a rank, the lowest-ranked one is merged wherever
+    it occurs, left to right (``a a a`` with the pair ``a a`` becomes ``aa a``); no ranked pair: unchanged."""
+    ranked = [pair for pair in pairwise(symbols) if pair in ranks]
+    if not ranked:
+        return list(symbols)
+    return merge_pair(symbols, min(ranked, key=ranks.__getitem__))
+
+
+def _merge_where(symbols: list[str], pair: tuple[str, str], first_only: bool = False) -> list[str]:
+    out, i, done = [], 0, False
+    while i < len(symbols):
+        if not done and i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            out.append(symbols[i] + symbols[i + 1])
+            i += 2
+            done = first_only
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
+def check_merge_step(fn: Callable[..., Any]) -> Verdict:
+    """``fn(symbols, ranks)``: one merge step by rank, as ``merge_step`` does."""
+
+    def one(word: str, ranks: dict[tuple[str, str], int]) -> str:
+        symbols = list(word)
+        got = call(fn, symbols, dict(ranks))
+        expected = merge_step(symbols, ranks)
+        if isinstance(got, tuple):
+            got = list(got)  # pyright: ignore[reportUnknownArgumentType]
+        if not isinstance(got, list) or not all(isinstance(s, str) for s in got):  # pyright: ignore[reportUnknownVariableType]
+            raise NotYet(f"return a list of str, the symbols after the merge; got {type(got).__name__}")
+        if got == expected:
+            return "one merge step is right: the lowest-ranked pair, merged wherever it occurs."
+        ranked = [pair for pair in pairwise(symbols) if pair in ranks]
+        best = min(ranked, key=ranks.__getitem__) if ranked else None
+        named: list[tuple[list[str], str]] = []
+        if ranked and best is not None:
+            worst = max(ranked, key=ranks.__getitem__)
+            named += [
+                (_merge_where(symbols, worst), "it merges the pair with the highest rank number; rank 0 is the merge "
+                 "learned first, the most frequent one, and it goes first: take the minimum rank"),
+                (_merge_where(symbols, ranked[0]), "it merges the leftmost pair that has a rank; GPT-2 merges the pair "
+                 "of lowest rank wherever it is in the word"),
+                (_merge_where(symbols, best, first_only=True), "only the first occurrence of the pair is merged; "
+                 "merge it everywhere it occurs, left to right, in one step"),
+            ]  # fmt: skip
+        for buggy, message in named:
+            if got == buggy and buggy != expected:
+                raise NotYet(f"in {' '.join(symbols)}: {message}")
+        return_what = "unchanged, since no pair of it has a rank" if best is None else f"with {best} merged"
+        raise NotYet(f"{symbols} with ranks {ranks} gives {got}; expected {expected} ({return_what})")
+
+    def run() -> str:
+        ranks = {("Ġ", "l"): 3, ("o", "w"): 0, ("e", "r"): 4, ("l", "o"): 2}
+        return each_case(
+            one,
+            [
+                dict(word="Ġlower", ranks=ranks),
+                dict(word="banana", ranks={("n", "a"): 1, ("a", "n"): 0}),
+                dict(word="aaab", ranks={("a", "b"): 1, ("a", "a"): 0}),
+                dict(word="xyz", ranks=ranks),
+            ],
+        )
+
+    return verdict(run)
+
+
+def lora_forward(x: Tensor, base: nn.Linear, A: Tensor, B: Tensor, alpha: float) -> Tensor:
+    """LoRA's forward: the frozen layer plus the low-rank update, ``base(x) + (alpha / r) x Aᵀ Bᵀ``, r = A's rows."""
+    return base(x) + (alpha / A.size(0)) * (x @ A.T @ B.T)
+
+
+def check_lora_forward(fn: Callable[..., Any]) -> Verdict:
+    """``fn(x, base, A, B, alpha)``: ``base(x) + (alpha / r) * x @ A.T @ B.T`` with ``A (r, in)``, ``B (out, r)``."""
+
+    def one(d_in: int, d_out: int, r: int, alpha: float, seed: int) -> str:
+        g = torch.Generator().manual_seed(seed)
+        base = nn.Linear(d_in, d_out)
+        with torch.no_grad():
+            for p in base.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+        x = torch.randn(2, 5, d_in, generator=g)  # (B, T, d_in)
+        A, B = torch.randn(r, d_in, generator=g), torch.randn(d_out, r, generator=g)
+        with torch.no_grad():
+            got = call(fn, x, base, A, B, alpha)
+            expected = lora_forward(x, base, A, B, alpha)
+            update = x @ A.T @ B.T
+            mistakes = [
+                (base(x) + update, "the update is not scaled: multiply it by alpha / r (r = A.shape[0])"),
+                (base(x) + (r / alpha) * update, "the scale is r / alpha; LoRA's is alpha / r"),
+                (base(x) + alpha * update, "the scale is alpha; LoRA's is alpha / r, so that changing r keeps the size "
+                 "of the update at initialisation"),
+                (x @ base.weight.T + (alpha / r) * update, "the base layer's bias is missing: call base(x)"),
+                ((alpha / r) * update, "only the update is returned: add the frozen layer's own output, base(x)"),
+            ]  # fmt: skip
+        name_mistake(got, expected, mistakes)
+        same(got, expected, "the LoRA layer's output")
+        backpropagates(fn, x, base, A, B, alpha, what="the LoRA layer's output", reference=lora_forward)
+        return "the LoRA forward is right: base(x) + (alpha / r) · x Aᵀ Bᵀ, and the gradients reach A and B."
+
+    def run() -> str:
+        return each_case(
+            one, [dict(d_in=6, d_out=4, r=2, alpha=4.0, seed=0), dict(d_in=5, d_out=7, r=3, alpha=1.5, seed=1)]
+        )
+
+    return verdict(run)
+
+
+def prompt_mask(prompt_ids: list[int], response_ids: list[int]) -> tuple[list[int], list[int]]:
+    """The inputs and targets of one example (``encode_example`` without the tokenizer): the inputs are the ids but
+    the last, the targets the ids shifted by one, ``IGNORE`` where the next token is still the prompt's."""
+    ids = [*prompt_ids, *response_ids]
+    return ids[:-1], [IGNORE] * (len(prompt_ids) - 1) + list(response_ids)
+
+
+def _ints(value: Any, what: str) -> list[int]:
+    if isinstance(value, Tensor):
+        value = value.tolist()
+    if not isinstance(value, list | tuple) or not all(isinstance(v, int) for v in value):  # pyright: ignore[reportUnknownVariableType]
+        raise NotYet(f"{what} should be a list of ints (or a 1-D tensor); got {type(value).__name__}")
+    return [int(v) for v in value]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+
+
+def check_prompt_mask(fn: Callable[..., Any]) -> Verdict:
+    """``fn(prompt_ids, response_ids)`` returns ``(inputs, targets)`` as ``prompt_mask`` does."""
+
+    def one(prompt_ids: list[int], response_ids: list[int]) -> str:
+        got = call(fn, list(prompt_ids), list(response_ids))
+        if not isinstance(got, tuple | list) or len(got) != 2:  # pyright: ignore[reportUnknownArgumentType]
+            raise NotYet("return two things, (inputs, targets)")
+        inputs, targets = _ints(got[0], "inputs"), _ints(got[1], "targets")
+        want_inputs, want_targets = prompt_mask(prompt_ids, response_ids)
+        ids = [*prompt_ids, *response_ids]
+        if inputs == ids:
+            raise NotYet(
+                "the inputs are all the ids; the last id is only ever a target (nothing comes after it to predict): "
+                "inputs = ids[:-1]"
+            )
+        if inputs != want_inputs:
+            raise NotYet(f"the inputs are {inputs}; expected the ids but the last, {want_inputs}")
+        p = len(prompt_ids)
+        named = {
+            "the prompt is not masked: the model would learn to write prompts. Put IGNORE (-100) at each position "
+            "whose next token is still the prompt's": ids[1:],
+            "the prompt is masked with 0, which is a token id, so the model learns to predict token 0 there: use "
+            "IGNORE (-100), the index F.cross_entropy skips": [0] * (p - 1) + list(response_ids),
+            "the first response token is masked too: the last prompt token (the assistant token) is the position "
+            "that predicts it, so its target must stay": [IGNORE] * p + list(response_ids[1:]),
+            "the targets are not shifted: position t predicts the token at t + 1, so the targets are ids[1:] with the "
+            "prompt part masked": ([IGNORE] * p + list(response_ids))[: len(want_targets)],
+            "the last prompt token is a target: the assistant token is part of the prompt, which the model is given, "
+            "not asked to write": [IGNORE] * (p - 2) + [prompt_ids[-1], *response_ids],
+            "the end token is masked; the model must learn to write it, or it will never stop": (
+                [IGNORE] * (p - 1) + list(response_ids[:-1]) + [IGNORE]
+            ),
+        }
+        if len(targets) != len(want_targets):
+            raise NotYet(f"{len(targets)} targets for {len(inputs)} inputs: one target per input position")
+        for message, buggy in named.items():
+            if targets == buggy and buggy != want_targets:
+                raise NotYet(message)
+        if targets != want_targets:
+            raise NotYet(f"the targets are {targets}; expected {want_targets}")
+        return "the mask is right: the loss sees the response and its end token, never the prompt."
+
+    def run() -> str:
+        return each_case(
+            one,
+            [
+                dict(prompt_ids=[1021, 72, 105, 33, 1022], response_ids=[88, 41, 1023]),
+                dict(prompt_ids=[7, 8, 9], response_ids=[5, 6, 4, 3, 2]),
+            ],
+        )
+
+    return verdict(run)

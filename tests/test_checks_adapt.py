@@ -1,0 +1,325 @@
+"""The checkers of ``course_utils.checks.adapt``, adapting a pretrained model (chapter 12), against students' answers:
+right answers written in the styles of public code (OpenAI's ``encoder.py``, minbpe, peft, LLMs-from-scratch) pass,
+each classic mistake fails with a message that names it, and an unwritten stub is reported as not attempted."""
+
+import itertools
+
+import torch
+import torch.nn.functional as F
+from helpers import todo, verdict, verdict_rows, verdict_table_test
+
+from course_utils.checks import check_byte_table, check_lora_forward, check_merge_step, check_prompt_mask
+from course_utils.checks.adapt import lora_forward, merge_step, prompt_mask
+from course_utils.data.byte_bpe import bytes_to_unicode
+
+HARD_CODED = "is a value written into the code"
+
+
+# --- the byte table -------------------------------------------------------------------------------------------------
+
+
+def table_openai():  # the shape of OpenAI's gpt-2/src/encoder.py
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(2**8):
+        if b not in bs:
+            bs.append(b)
+            cs.append(2**8 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs], strict=True))
+
+
+def table_identity():
+    return {b: chr(b) for b in range(256)}
+
+
+def table_offset_by_byte():
+    return {b: c if c == chr(b) else chr(256 + b) for b, c in bytes_to_unicode().items()}
+
+
+def table_ascii_only():  # forgets the two Latin-1 ranges
+    printable, out, n = set(range(33, 127)), {}, 0
+    for b in range(256):
+        if b in printable:
+            out[b] = chr(b)
+        else:
+            out[b], n = chr(256 + n), n + 1
+    return out
+
+
+def table_keyed_by_char():
+    return {chr(b): c for b, c in bytes_to_unicode().items()}
+
+
+def table_collides():
+    return {b: "Ġ" if c == "Ċ" else c for b, c in bytes_to_unicode().items()}
+
+
+# --- one merge step -------------------------------------------------------------------------------------------------
+
+
+def merge_minbpe(symbols, ranks):  # minbpe's style: pairs counted, the lowest rank chosen, then a merge loop
+    pairs = set(itertools.pairwise(symbols))
+    best = min(pairs, key=lambda p: ranks.get(p, float("inf")), default=None)
+    if best is None or best not in ranks:
+        return list(symbols)
+    out, i = [], 0
+    while i < len(symbols):
+        if i < len(symbols) - 1 and symbols[i] == best[0] and symbols[i + 1] == best[1]:
+            out.append(best[0] + best[1])
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
+def merge_openai(word, ranks):  # encoder.py's bpe loop body, on a tuple
+    word = tuple(word)
+    pairs = {(word[i], word[i + 1]) for i in range(len(word) - 1)}
+    bigram = min(pairs, key=lambda pair: ranks.get(pair, float("inf")))
+    if bigram not in ranks:
+        return list(word)
+    first, second = bigram
+    new_word, i = [], 0
+    while i < len(word):
+        try:
+            j = word.index(first, i)
+        except ValueError:
+            new_word.extend(word[i:])
+            break
+        new_word.extend(word[i:j])
+        i = j
+        if word[i] == first and i < len(word) - 1 and word[i + 1] == second:
+            new_word.append(first + second)
+            i += 2
+        else:
+            new_word.append(word[i])
+            i += 1
+    return new_word
+
+
+def _merge(symbols, pair, first_only=False):
+    out, i, done = [], 0, False
+    while i < len(symbols):
+        if not done and i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            out.append(symbols[i] + symbols[i + 1])
+            i, done = i + 2, first_only
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
+def merge_leftmost(symbols, ranks):
+    ranked = [p for p in itertools.pairwise(symbols) if p in ranks]
+    return _merge(symbols, ranked[0]) if ranked else list(symbols)
+
+
+def merge_highest_rank(symbols, ranks):
+    ranked = [p for p in itertools.pairwise(symbols) if p in ranks]
+    return _merge(symbols, max(ranked, key=ranks.get)) if ranked else list(symbols)
+
+
+def merge_first_only(symbols, ranks):
+    ranked = [p for p in itertools.pairwise(symbols) if p in ranks]
+    return _merge(symbols, min(ranked, key=ranks.get), first_only=True) if ranked else list(symbols)
+
+
+def merge_in_place(symbols, ranks):  # right merges, written into the caller's list
+    symbols[:] = merge_step(symbols, ranks)
+    return symbols
+
+
+def merge_crashes_when_done(symbols, ranks):
+    best = min((p for p in itertools.pairwise(symbols) if p in ranks), key=ranks.get)
+    return _merge(symbols, best)
+
+
+# --- the LoRA forward -----------------------------------------------------------------------------------------------
+
+
+def lora_peft(x, base, A, B, alpha):  # peft's Linear.forward, dropout 0: lora_B(lora_A(dropout(x))) * scaling
+    scaling = alpha / A.shape[0]
+    return base(x) + F.linear(F.linear(x, A), B) * scaling
+
+
+def lora_raschka(x, base, A, B, alpha):  # LLMs-from-scratch's LoRALayer keeps A (in, r) and B (r, out)
+    return base(x) + alpha / A.shape[0] * (x @ A.T @ B.T)
+
+
+def lora_merged(x, base, A, B, alpha):  # the update merged into the weight first
+    return F.linear(x, base.weight + alpha / A.size(0) * B @ A, base.bias)
+
+
+def lora_unscaled(x, base, A, B, alpha):
+    return base(x) + x @ A.T @ B.T
+
+
+def lora_inverse_scale(x, base, A, B, alpha):
+    return base(x) + A.size(0) / alpha * x @ A.T @ B.T
+
+
+def lora_alpha_only(x, base, A, B, alpha):
+    return base(x) + alpha * x @ A.T @ B.T
+
+
+def lora_no_bias(x, base, A, B, alpha):
+    return x @ base.weight.T + alpha / A.size(0) * x @ A.T @ B.T
+
+
+def lora_update_only(x, base, A, B, alpha):
+    return alpha / A.size(0) * x @ A.T @ B.T
+
+
+def lora_rank_hard_coded(x, base, A, B, alpha):
+    return base(x) + alpha / 2 * x @ A.T @ B.T
+
+
+def lora_detached(x, base, A, B, alpha):
+    return base(x) + (alpha / A.size(0) * x @ A.T @ B.T).detach()
+
+
+# --- the prompt mask ------------------------------------------------------------------------------------------------
+
+
+def mask_tensors(prompt_ids, response_ids):  # LLMs-from-scratch's collate style: shift, then fill the prompt
+    ids = torch.tensor(prompt_ids + response_ids)
+    inputs, targets = ids[:-1], ids[1:].clone()
+    targets[: len(prompt_ids) - 1] = -100
+    return inputs, targets
+
+
+def mask_labels_then_shift(prompt_ids, response_ids):  # Hugging Face's style: labels = ids, prompt -100, then shift
+    ids = prompt_ids + response_ids
+    labels = [-100] * len(prompt_ids) + response_ids
+    return ids[:-1], labels[1:]
+
+
+def mask_none(prompt_ids, response_ids):
+    ids = prompt_ids + response_ids
+    return ids[:-1], ids[1:]
+
+
+def mask_zero(prompt_ids, response_ids):
+    ids = prompt_ids + response_ids
+    return ids[:-1], [0] * (len(prompt_ids) - 1) + response_ids
+
+
+def mask_one_too_many(prompt_ids, response_ids):
+    ids = prompt_ids + response_ids
+    return ids[:-1], [-100] * len(prompt_ids) + response_ids[1:]
+
+
+def mask_one_too_few(prompt_ids, response_ids):
+    ids = prompt_ids + response_ids
+    return ids[:-1], [-100] * (len(prompt_ids) - 2) + [prompt_ids[-1]] + response_ids
+
+
+def mask_end_token(prompt_ids, response_ids):
+    ids = prompt_ids + response_ids
+    return ids[:-1], [-100] * (len(prompt_ids) - 1) + response_ids[:-1] + [-100]
+
+
+def mask_not_shifted(prompt_ids, response_ids):
+    ids = prompt_ids + response_ids
+    return ids, [-100] * len(prompt_ids) + response_ids
+
+
+def mask_prompt_length_hard_coded(prompt_ids, response_ids):
+    ids = prompt_ids + response_ids
+    return ids[:-1], [-100] * 4 + response_ids
+
+
+VERDICTS = [
+    *verdict_rows(
+        check_byte_table,
+        right=[bytes_to_unicode, table_openai],
+        wrong=[
+            (table_identity, "every byte maps to itself"),
+            (table_offset_by_byte, "chr(256 + n)"),
+            (table_ascii_only, "it is printable, so it stays itself"),
+            (table_keyed_by_char, "keyed by the byte as an int"),
+            (table_collides, "two bytes map to the same character"),
+            (todo, "not written yet"),
+        ],
+    ),
+    *verdict_rows(
+        check_merge_step,
+        right=[merge_step, merge_minbpe, merge_openai],
+        wrong=[
+            (merge_leftmost, "leftmost pair"),
+            (merge_highest_rank, "highest rank number"),
+            (merge_first_only, "only the first occurrence"),
+            (merge_in_place, "changed its input symbols in place"),
+            (merge_crashes_when_done, "min() arg is an empty sequence"),
+            (todo, "not written yet"),
+        ],
+    ),
+    *verdict_rows(
+        check_lora_forward,
+        right=[lora_forward, lora_peft, lora_raschka, lora_merged],
+        wrong=[
+            (lora_unscaled, "the update is not scaled"),
+            (lora_inverse_scale, "the scale is r / alpha"),
+            (lora_alpha_only, "the scale is alpha;"),
+            (lora_no_bias, "bias is missing"),
+            (lora_update_only, "only the update is returned"),
+            (lora_rank_hard_coded, HARD_CODED),
+            (lora_detached, "not the right gradient"),
+            (todo, "not written yet"),
+        ],
+    ),
+    *verdict_rows(
+        check_prompt_mask,
+        right=[prompt_mask, mask_tensors, mask_labels_then_shift],
+        wrong=[
+            (mask_none, "the prompt is not masked"),
+            (mask_zero, "masked with 0"),
+            (mask_one_too_many, "the first response token is masked too"),
+            (mask_one_too_few, "the last prompt token is a target"),
+            (mask_end_token, "the end token is masked"),
+            (mask_not_shifted, "the inputs are all the ids"),
+            (mask_prompt_length_hard_coded, HARD_CODED),
+            (todo, "not written yet"),
+        ],
+    ),
+]
+
+test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)
+
+
+def test_an_unwritten_stub_is_not_attempted(capsys):
+    for check in (check_byte_table, check_merge_step, check_lora_forward, check_prompt_mask):
+        ok = check(todo)
+        assert not ok and ok.status == "not attempted", check.__name__
+    capsys.readouterr()
+
+
+def test_the_references_agree_with_the_package():
+    """The checkers' references are what the package computes: GPT-2's bpe merges by rank, LoRALinear's forward,
+    encode_example's targets."""
+    from course_utils.data.byte_bpe import load_gpt2_tokenizer
+    from course_utils.model.lora import LoRALinear
+
+    tok = load_gpt2_tokenizer()
+    chars = tok.to_chars(" transformers")
+    symbols = list(chars)
+    while True:
+        merged = merge_step(symbols, tok.ranks)
+        if merged == symbols:
+            break
+        symbols = merged
+    assert symbols == tok.bpe(chars)
+    layer = LoRALinear(torch.nn.Linear(6, 4), r=2, alpha=3.0)
+    torch.nn.init.normal_(layer.lora_B)
+    x = torch.randn(3, 6)
+    expected = lora_forward(x, layer.base, layer.lora_A, layer.lora_B, 3.0)
+    torch.testing.assert_close(layer(x), expected)
+    assert prompt_mask([1, 2, 3], [4, 5]) == ([1, 2, 3, 4], [-100, -100, 4, 5])
+
+
+def test_a_right_answer_reports_success(capsys):
+    ok, out = verdict(check_merge_step, merge_step, capsys)
+    assert ok and "lowest-ranked pair" in out
