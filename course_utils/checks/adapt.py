@@ -166,8 +166,8 @@ def check_lora_forward(fn: Callable[..., Any]) -> Verdict:
             mistakes = [
                 (base(x) + update, "the update is not scaled: multiply it by alpha / r (r = A.shape[0])"),
                 (base(x) + (r / alpha) * update, "the scale is r / alpha; LoRA's is alpha / r"),
-                (base(x) + alpha * update, "the scale is alpha; LoRA's is alpha / r, so that changing r keeps the size "
-                 "of the update at initialisation"),
+                (base(x) + alpha * update, "the scale is alpha; LoRA's is alpha / r, so that another rank r needs "
+                 "roughly no new learning rate"),
                 (x @ base.weight.T + (alpha / r) * update, "the base layer's bias is missing: call base(x)"),
                 ((alpha / r) * update, "only the update is returned: add the frozen layer's own output, base(x)"),
             ]  # fmt: skip

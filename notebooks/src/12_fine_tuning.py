@@ -7,8 +7,8 @@
 #
 # Chapter 10 loaded GPT-2 into the course's code and proved it the same model. What people do next with such a model
 # is **adapt** it: teach it to follow instructions, or to classify, with far less data and compute than it was
-# pretrained with. This chapter builds the three pieces that takes, each proven equal to the library people use:
-# GPT-2's own tokenizer (against `tiktoken` and Hugging Face's), LoRA adapters (against Hugging Face's `peft`), and
+# pretrained with. This chapter builds the three pieces that takes: GPT-2's own tokenizer and LoRA adapters, each
+# proven equal to the library people use (`tiktoken` and Hugging Face's tokenizer; Hugging Face's `peft`), and
 # supervised instruction tuning with the loss masked on the prompt. Then it measures what adapting buys and what it
 # costs, on a small model pretrained for the course, offline, in a couple of minutes on a CPU.
 #
@@ -17,8 +17,9 @@
 #   merges applied by rank, special tokens, decoding any slice of ids, and a trainer with incremental pair counts;
 # - LoRA: a frozen weight plus a trainable low-rank update $\frac{\alpha}{r} BA$, initialised so that training starts
 #   from the pretrained model, merged into the weight for inference; what it saves and what it does not;
-# - instruction tuning: a chat template with special tokens, the loss masked on the prompt (proven: the prompt gets
-#   exactly zero gradient), padded batches, and exact match on new inputs and on a phrasing never seen;
+# - instruction tuning: a chat template with special tokens, the loss masked on the prompt (proven: the logits at
+#   the prompt's positions get exactly zero gradient), padded batches, and exact match on new inputs and on a phrasing
+#   never seen;
 # - a pretrained model turned classifier, against the same model trained from scratch: the value of pretraining.
 #
 # **Prerequisites:** chapters 07 (the GPT, `train`), 08 (byte-pair encoding) and 10 (`from_hf`). **Time:** about 60
@@ -118,7 +119,7 @@ print(f"PyTorch {torch.__version__}, tiktoken {tiktoken.__version__}, transforme
 # %%
 for text in ["cat", "café", "naïve", "東京", "🤖"]:
     data = text.encode("utf-8")
-    print(f"{text!r:8} {len(text)} characters, {len(data)} bytes: {list(data)}")
+    print(f"{text!r:8} characters: {len(text)}, bytes: {len(data)}: {list(data)}")
 
 # %% [markdown]
 # ### Bytes drawn as characters
@@ -165,8 +166,11 @@ for text in [" the", "\n", " café", " 🤖"]:
 #
 # Before any merge, GPT-2 cuts the text into **pieces** with a regular expression, and merges only inside a piece.
 # A piece is a contraction (`'s`, `'ll`), a run of letters, of digits or of other symbols, each with at most one
-# space before it, or a run of spaces. So `" dog"` is one piece and `"dog."` two: a word and the punctuation after it
-# never become one token, and the same word gets the same tokens wherever it stands.
+# space before it, or a run of spaces (which leaves its last space to the word after it: two spaces before "Really"
+# give `' '` and `' Really'` below). So `" dog"` is one piece and `"dog."` two: a word and the punctuation after it
+# never become one token, and a word with a space before it gets the same tokens wherever it stands in a sentence
+# (`"Yes"` at the start of a line is another piece than `" Yes"`). `\p{L}` means "any letter" in the `regex` module,
+# which the package uses; Python's `re` does not know it.
 
 # %%
 gpt2_tokenizer = load_gpt2_tokenizer()  # OpenAI's encoder.json and vocab.bpe, checked against their SHA-256
@@ -179,8 +183,8 @@ print(gpt2_tokenizer.pieces("I'll pay 1234 dollars!!  Really?\nYes."))
 # GPT-2's `vocab.bpe` lists its merges in the order they were learned: the line number is the merge's **rank**.
 # To encode a piece, start from its characters and repeat one step: of the adjacent pairs that are merges, take the
 # one of **lowest rank** (learned first), merge it wherever it occurs, left to right; stop when no adjacent pair is a
-# merge. That is not chapter 08's order, which applied merges in sequence; both give the same tokens when the merges
-# are the trainer's own, and the rank loop only looks at pairs present in the piece.
+# merge. That is not chapter 08's order, which applied every merge in turn to the whole word; GPT-2's files are meant
+# to be read by rank, and the rank loop only looks at pairs present in the piece.
 
 # %%
 ranks = gpt2_tokenizer.ranks  # {(a, b): rank}
@@ -263,9 +267,7 @@ corpora = {
     "hard cases": hard,
 }
 for name, texts in corpora.items():
-    start = time.perf_counter()
     ours = [gpt2_tokenizer.encode(t) for t in texts]
-    seconds = time.perf_counter() - start
     same_tiktoken = ours == [tiktoken_gpt2.encode(t) for t in texts]
     same_hf = ours == [hf_gpt2.encode(t) for t in texts]
     n = sum(map(len, ours))
@@ -307,9 +309,9 @@ assert "".join(gpt2_tokenizer.decode_stream(ids)) == " a 🤖 robot" == tiktoken
 #
 # Chapter 08's `learn_bpe` recounts every pair of the corpus after each merge: clear, and slow. A merge of `(a, b)`
 # changes only the counts of the pairs next to it, so `learn_bpe_incremental` keeps the counts and an index of where
-# each pair occurs, and updates just those (its engine, `learn_merges`, is what `train_byte_bpe` runs on bytes). Both take the most frequent pair and, on a tie, the pair whose symbols
-# entered the vocabulary first (Hugging Face's rule, and chapter 08's): a rule that depends on the corpus only, so
-# both learn the **same** merges.
+# each pair occurs, and updates just those (its engine, `learn_merges`, is what `train_byte_bpe` runs on bytes). Both
+# take the most frequent pair and, on a tie, the pair whose symbols entered the vocabulary first (Hugging Face's rule,
+# and chapter 08's): a rule that depends on the corpus only, so both learn the **same** merges.
 
 # %% tags=["nbval-ignore-output"]
 lines = shakespeare.splitlines()[:4000]
@@ -330,8 +332,9 @@ assert readable.merges == incremental.merges and readable_seconds > 5 * incremen
 # GPT-2 itself is too big to tune on a laptop CPU in minutes. So the course ships a small GPT pretrained the GPT-2
 # way: a byte-level BPE vocabulary of 1,024 tokens (`train_byte_bpe`, the trainer above on bytes) and chapter 07's
 # model, trained on Tiny Shakespeare and Multi30k's English captions. Its vocabulary already holds the chat template's
-# special tokens, `<|user|>`, `<|assistant|>` and `<|end|>`, which never occur in pretraining: their embeddings are
-# still random, and tuning is what gives them a meaning. `tools/build_checkpoints.py byte_gpt` rebuilds the weights
+# special tokens, `<|user|>`, `<|assistant|>` and `<|end|>`, which never occur in pretraining: their rows of the
+# embedding (tied to the output layer) were only ever pushed down, as tokens that never come next, and tuning is what
+# gives them a meaning. `tools/build_checkpoints.py byte_gpt` rebuilds the weights
 # from the recipe printed below (`BYTE_GPT`).
 
 # %% tags=["nbval-ignore-output"]
@@ -373,7 +376,8 @@ print(tokenizer.decode(sample[0]))
 #
 # - $A$ starts random (as `nn.Linear`'s weights do) and $B$ at **zero**: at step 0 the update is zero and the model is
 #   exactly the pretrained one;
-# - $\frac{\alpha}{r}$ scales the update, so that trying another rank $r$ needs no new learning rate;
+# - $\frac{\alpha}{r}$ scales the update, so that trying another rank $r$ (with $\alpha$ kept) needs roughly no new
+#   learning rate (Hu et al.);
 # - only $A$ and $B$ train: $r(\text{in} + \text{out})$ numbers per layer instead of $\text{in} \times \text{out}$;
 # - after tuning, $W + \frac{\alpha}{r} BA$ is one matrix again (**merging**): inference costs nothing extra.
 #
@@ -493,14 +497,15 @@ print(f"GPT-2 (124 M) with r=8 on w_q, w_v: {gpt2_trainable:,} trainable of {gpt
       f"{8 * (gpt2_total - gpt2_trainable) / 1e6:,.0f} MB")  # fmt: skip
 print(f"AdamW's state: {full_costs[1] / lora_costs[1]:.1f} times smaller with LoRA; a step {lora_costs[2] / full_costs[2]:.2f} "
       "times as long")  # fmt: skip
-assert lora_costs[1] < full_costs[1] / 5 and lora_costs[2] > full_costs[2] / 2  # not even twice as fast
+assert lora_costs[1] < full_costs[1] / 5 and lora_costs[2] > full_costs[2] / 2  # step time: not even twice as fast
 
 # %% [markdown]
-# LoRA divides what the optimizer stores by the ratio printed. It does not make a step of this small model even twice
-# as fast (asserted; the ratio is printed): the forward and backward still run through every frozen layer, the
-# gradients still flow back through them to reach earlier adapters, and each adapter adds two small products. What LoRA saves is memory
-# and storage (an adapter per task instead of a model per task); the compute saved is the frozen weights' gradients,
-# which on a large model on a GPU is a real part of a step and here is lost in the overhead.
+# LoRA divides what the optimizer stores by the ratio printed. It does not make a step of this small model much
+# faster, if at all (the ratio of the step times is printed; asserted: not even twice as fast). The forward and
+# backward passes still run through every frozen layer, the gradients still flow back through them to reach earlier
+# adapters, and each adapter adds two small products. What LoRA saves is memory and storage (an adapter per task
+# instead of a model per task); the compute saved is the frozen weights' gradients, which on a large model on a GPU
+# is a real part of a step and here is lost in the overhead.
 
 # %% [markdown]
 # ## 4. Instruction tuning
@@ -514,9 +519,9 @@ assert lora_costs[1] < full_costs[1] / 5 and lora_costs[2] > full_costs[2] / 2  
 #
 # The course builds its instructions from its own data, so they run offline and every answer is exactly right or
 # wrong: dates to normalise (chapter 06's task), and 3 to 5 words from a Multi30k caption to reverse, sort, count, or
-# take the last of. Each task has four phrasings; the fourth never appears in training. Three sets measure three
-# things: training pairs, **new inputs** in known phrasings (dates and captions that training never saw), and new inputs
-# in the **held-out phrasing**.
+# take the last of. Each task has four phrasings; the fourth never appears in training. Two sets of 200 measure two
+# things: **new inputs** in known phrasings (dates and captions that training never saw), and new inputs in the
+# **held-out phrasing**.
 
 # %%
 for task_example in instruction_pairs(5, "train", seed=0):
@@ -532,12 +537,20 @@ print("held-out phrasing, for example:", eval_sets["new phrasing"][0].prompt)
 #
 # The template puts each turn between special tokens: `<|user|>` prompt `<|assistant|>` response `<|end|>`. Special
 # tokens cannot be typed: a user who writes the string `<|end|>` in a prompt gets its characters as ordinary text, not
-# the id that ends a turn (`ChatTemplate.encode` makes sure of that). A tokenizer without the template's tokens gets a
-# clear error rather than a template spelt out in ordinary tokens:
+# the id that ends a turn (`ChatTemplate.encode` makes sure of that, as the cell shows). A tokenizer without the
+# template's tokens gets a clear error rather than a template spelt out in ordinary tokens:
 
 # %%
 template = ChatTemplate()
 print(template.render("Count the words: a dog runs", "4"))
+forged, _ = template.encode(tokenizer, "Count the words: a dog <|end|> runs", "5")
+print(
+    "a typed <|end|> stays text:",
+    tokenizer.decode(forged[1:-1]),
+    "->",
+    tokenizer.special_tokens["<|end|>"] not in forged,
+)
+assert tokenizer.special_tokens["<|end|>"] not in forged
 try:
     template.encode(gpt2_tokenizer, "Count the words: a dog runs", "4")
 except ValueError as error:
@@ -559,9 +572,12 @@ for i, t in zip(inputs, targets):
     print(f"{tokenizer.decode([i])!r:18} -> {'(masked)' if t == IGNORE else repr(tokenizer.decode([t]))}")
 
 # %% [markdown]
-# **The proof: the prompt gets exactly zero gradient.** The loss's gradient with respect to the logits is zero at
-# every masked position, exactly, not small; nonzero at the others. And the loss equals the mean over the response's
-# tokens alone.
+# **The proof: the prompt's positions add exactly nothing.** The loss's gradient with respect to the logits is zero
+# at every masked position, exactly, not small; nonzero at the others. (The prompt's tokens still shape the
+# response's logits through attention, and so still get gradient through them: what is masked is only what they
+# predict.) And the loss equals the mean over the response's tokens alone. At a response position the absolute
+# gradients sum to $2(1 - p)/N$, with $p$ the probability of the right token and $N$ the number of targets (here 2):
+# near 1, since the untuned model gives the right tokens almost no probability.
 
 # %%
 model = pretrained_model()
@@ -631,9 +647,9 @@ for name, s in before.items():
 # %% [markdown]
 # ### Tuning: all the weights, or LoRA adapters
 #
-# Each run below starts from the pretrained weights and trains on fresh instruction pairs (300 steps of 16), at a
-# learning rate chosen for each method (LoRA's adapters, starting at zero, take a larger one). Three seeds each: the
-# seed draws the order of the pairs and LoRA's $A$.
+# Each run below starts from the pretrained weights and trains on fresh instruction pairs (300 steps of 16), at one
+# peak learning rate per method (`METHODS`: LoRA's adapters, starting at zero, take a larger one, as is usual; both
+# picked after a few trial runs, not searched). Three seeds each: the seed draws the order of the pairs and LoRA's $A$.
 #
 # Before you run it, predict what tuning on instructions does to the model's loss on Tiny Shakespeare, which it was
 # pretrained on:
@@ -757,18 +773,20 @@ for p, (before_ids, _), (after_ids, _) in list(zip(checked, answers["pretrained"
 # What these cells say, in this run (the next cell asserts each point):
 #
 # - **300 steps teach the format.** The pretrained model gets nothing right and never writes `<|end|>`; it goes on
-#   writing captions or Shakespeare. Every tuned run cut the loss on the responses several-fold, and the tuned model
-#   answers short and stops.
-# - **They teach the tasks hardly at all.** Exact match stayed near what always giving each task's most frequent
-#   answer would score (the per-task table): the tuned model learned the *kind* of answer each task wants (a number
-#   of three to five, words from the prompt) and its likeliest value, not yet to count, sort or reverse. That takes
-#   more steps or a larger model than a CPU gives in seconds; the Colab cell of section 6 tunes GPT-2 itself.
-# - **LoRA tuned less than full fine-tuning** at these settings: its loss on the responses stayed higher at every
-#   seed, while it trained a small part of the weights (section 3).
+#   writing captions or Shakespeare. Every tuned run cut the loss on the responses to less than half, and the tuned
+#   model answers short and stops.
+# - **They teach the tasks hardly at all.** Exact match stayed at or below what always giving each task's most
+#   frequent answer would score (the per-task table): the tuned model learned the *kind* of answer each task wants (a
+#   number of three to five, a word or words from the prompt), not yet to count, sort or reverse, nor even to give the
+#   likeliest answer every time. Whether more steps would teach them is the first question of "Going further";
+#   section 6 tunes GPT-2 itself, on Colab.
+# - **LoRA learned less than full fine-tuning** at these settings, by the loss on the responses, higher at every seed
+#   (their exact matches are too close to tell apart), while it trained a small part of the weights (section 3).
 # - **Tuning costs the model elsewhere.** Its loss on Tiny Shakespeare rose by more than half a nat per token after
-#   both methods: LoRA's frozen weights do not keep the *function* frozen, since the adapters change every adapted
-#   layer's output on every text. This is **catastrophic forgetting**; mixing some pretraining text into the tuning
-#   batches, or tuning less, limits it.
+#   both methods, and in this run by more after LoRA than after full fine-tuning (the means printed): LoRA's frozen
+#   weights do not keep the *function* frozen, since the adapters change every adapted layer's output on every
+#   text. This is **catastrophic forgetting**; mixing some pretraining text into the tuning batches, or tuning less,
+#   limits it.
 
 # %%
 response_loss = {m: [r["scores"]["new inputs"]["loss"] for r in runs if r["method"] == m] for m in METHODS}
@@ -777,14 +795,17 @@ assert sum(d for _, d in answers["pretrained"]) == 0 and sum(d for _, d in answe
 assert all(r["scores"]["new inputs"]["loss"] < before["new inputs"]["loss"] / 2 for r in runs)
 assert max(response_loss["full"]) < min(response_loss["LoRA"])
 assert all(r["val"] > base_val_loss + 0.5 for r in runs)
+forgotten = {m: statistics.mean(r["val"] for r in runs if r["method"] == m) for m in METHODS}
+assert forgotten["LoRA"] > forgotten["full"]
 
 # %% [markdown]
 # ## 5. Classification: what pretraining is worth
 #
 # A language model's last hidden state at the last token has read the whole text (causal attention: only the last
 # position has). A new linear layer on it, trained with everything else, makes a classifier: Radford et al. (2018)
-# did this with the first GPT, and Hugging Face's `GPT2ForSequenceClassification` is exactly that layer, which the
-# package's `SequenceClassifier` reproduces.
+# did this with the first GPT, and Hugging Face's `GPT2ForSequenceClassification` is that layer; the package's
+# `SequenceClassifier` does the same (the course's tests compare the two). Its output: one logit per class, `(B, 2)`
+# here.
 #
 # The task: is a caption as written, or are its words shuffled? A model that knows English word order should tell at
 # once; one that starts from random weights has only the few examples it is tuned on. Both models below have the same
@@ -811,6 +832,7 @@ def shuffled_or_not(split, n, seed):
 
 
 def classification_batch(examples):
+    """The ids (B, T), padded on the right; each row's length (B,); the labels (B,)."""
     ids = [tokenizer.encode(text)[:64] for text, _ in examples]
     x = pad_batch(ids, END)  # (B, T), padded on the right
     return x, torch.tensor([len(i) for i in ids]), torch.tensor([label for _, label in examples])
@@ -844,7 +866,8 @@ resampled = torch.stack([gap[torch.randint(0, len(gap), (len(gap),), generator=b
 low, high = resampled.quantile(0.025).item(), resampled.quantile(0.975).item()
 for name, right in results.items():
     print(f"{name:13} {right.float().mean():.1%} of {len(right)} test captions right")
-print(f"pretraining is worth {gap.mean():+.1%} (95% bootstrap interval {low:+.1%} to {high:+.1%})")
+print(f"pretraining is worth {100 * gap.mean():+.1f} percentage points (95% bootstrap interval over the test captions, "
+      f"for this one training seed: {100 * low:+.1f} to {100 * high:+.1f})")  # fmt: skip
 assert low > 0.02
 
 # %% [markdown]
@@ -887,29 +910,36 @@ def alpaca_example(pair, eot, max_len=256):
     return ids[:-1], targets[:max_len]
 
 
-downloaded = download_gpt2_and_alpaca() if device.type == "cuda" else None
-if downloaded is not None:
-    released, alpaca = downloaded
+def tune_on_alpaca(released, alpaca, steps=300, batch_size=8):
+    """Section 4 at GPT-2's size: the released model in the course's GPT, LoRA on its attention, tuned on Alpaca."""
     gpt2 = from_hf(released).to(device)
-    held_out, tuning_pairs = alpaca[:1], alpaca[1:]
+    held_out, tuning_pairs = alpaca[0], alpaca[1:]
     eot = gpt2_tokenizer.special_tokens["<|endoftext|>"]
-    question = gpt2_tokenizer.encode(f"### Instruction:\n{held_out[0]['instruction']}\n\n### Response:\n")
+    question = gpt2_tokenizer.encode(f"### Instruction:\n{held_out['instruction']}\n\n### Response:\n")
 
-    def answer(model):
-        model.eval()
-        out = model.generate(torch.tensor([question], device=device), 60, temperature=0)[0, len(question) :].tolist()
+    def answer():
+        gpt2.eval()
+        out = gpt2.generate(torch.tensor([question], device=device), 60, temperature=0)[0, len(question) :].tolist()
         return gpt2_tokenizer.decode(out[: out.index(eot)] if eot in out else out)
 
-    print("instruction:", held_out[0]["instruction"])
-    print("GPT-2 before:", repr(answer(gpt2)))
+    print("instruction:", held_out["instruction"])
+    print("GPT-2 before:", repr(answer()))
     add_lora(gpt2, ["w_q", "w_k", "w_v", "w_o"], r=8, lora_alpha=16)
-    order = random.Random(0).sample(tuning_pairs, 300 * 8)
-    batches = (pad_examples([alpaca_example(p, eot) for p in order[i : i + 8]], pad_id=eot) for i in range(0, 2400, 8))
-    config = TrainConfig(steps=300, batch_size=8, lr=3e-4, warmup_steps=20, schedule="cosine", label_smoothing=0.0)
+    order = random.Random(0).sample(tuning_pairs, steps * batch_size)
+    batches = (pad_examples([alpaca_example(p, eot) for p in order[i : i + batch_size]], pad_id=eot)
+               for i in range(0, len(order), batch_size))  # fmt: skip
+    config = TrainConfig(steps=steps, batch_size=batch_size, lr=3e-4, warmup_steps=min(20, steps), schedule="cosine",
+                         label_smoothing=0.0)  # fmt: skip
     history = train(gpt2, batches, lambda m, x, y: m(x, y)[1], config, device=device, desc="GPT-2 + LoRA on Alpaca")
-    print(f"tuned {sum(p.numel() for p in lora_parameters(gpt2).values()):,} adapter parameters in "
-          f"{history.seconds:.0f} s; loss {history.losses[0]:.2f} -> {history.losses[-1]:.2f}")  # fmt: skip
-    print("GPT-2 after: ", repr(answer(gpt2)))
+    first, last = statistics.mean(history.loss[:20]), statistics.mean(history.loss[-20:])
+    print(f"tuned {count_parameters(gpt2):,} adapter parameters in {history.seconds:.0f} s; loss {first:.2f} (first 20 "
+          f"steps) -> {last:.2f} (last 20)")  # fmt: skip
+    print("GPT-2 after: ", repr(answer()))
+
+
+downloaded = download_gpt2_and_alpaca() if device.type == "cuda" else None
+if downloaded is not None:
+    tune_on_alpaca(*downloaded)
 else:
     print("skipped: this needs a GPU and the internet (run this chapter on Colab with a GPU to tune real GPT-2)")
 
@@ -918,7 +948,7 @@ else:
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | a tokenizer other than the model's own (or GPT-2's merges applied in learned order to a piece, without ranks) | the model reads ids it was never trained on; no error | load the model's tokenizer files; merge the lowest-ranked pair first |
+# | a tokenizer other than the model's own (or GPT-2's merges applied in another order than by rank) | the model reads ids it was never trained on; no error | load the model's tokenizer files; merge the lowest-ranked pair first |
 # | raw bytes written into the vocabulary file | spaces and newlines break the file's format | draw every byte as a printable character (`bytes_to_unicode`) |
 # | a user's text encoded with special tokens allowed | a user forges `<|end|>` or `<|endoftext|>` | encode user text with special tokens disallowed (or as text) |
 # | decoding each token alone while streaming | `�` in the middle of a character | keep the bytes until the character is complete (`decode_stream`) |
@@ -939,7 +969,8 @@ else:
 # - Instruction tuning is next-token training on templated pairs with the prompt's targets masked (proven: zero
 #   gradient there). Measured over three seeds each, 300 steps of full fine-tuning or LoRA taught the small model the
 #   format (answer, then stop) and little of the tasks, and both raised its loss on the text it was pretrained on.
-# - A pretrained model with a new head classifies far better than the same model from scratch after the same steps.
+# - A pretrained model with a new head classified better than the same model from scratch after the same steps, by
+#   the margin printed, its bootstrap interval excluding zero.
 #
 # ## Exercises
 #
@@ -948,7 +979,8 @@ else:
 # **Exercise 1 · The LoRA forward.** Section 3 used `LoRALinear`; write its forward yourself:
 # `my_lora_forward(x, base, A, B, alpha)`, with `x` of shape `(..., in)`, `base` the frozen `nn.Linear`, `A` of shape
 # `(r, in)` and `B` of shape `(out, r)`. Return section 3's $h = Wx + \frac{\alpha}{r} BAx$ (the bias of `base`
-# included), for any number of leading dimensions of `x`.
+# included), for any number of leading dimensions of `x`. The formula is written for a column vector $x$; PyTorch's
+# rows of `x` take the transposes: $x W^\top$, and so on.
 
 
 # %% tags=["exercise"]
@@ -980,8 +1012,10 @@ def my_prompt_mask(prompt_ids, response_ids):
 check_prompt_mask(my_prompt_mask)
 
 # %% [markdown]
-# **Going further.** Tune with some Tiny Shakespeare windows mixed into every batch: does the Shakespeare loss still
-# rise, and what does it cost in exact match? Try LoRA with `r=2` and `r=64` at the same $\alpha / r$: how much does
-# the rank matter here? Add a task to the instructions (the first word, say) and hold it out entirely: does the tuned
-# model do it from the instruction alone? On Colab, tune GPT-2 with `targets=["w_q", "w_v"]` and compare the adapter's
-# size with section 3's count.
+# **Going further.** Tune three times as long (make `train_pairs` three times as many, then `tune("full", 0,
+# steps=900)`): which tasks rise above the most-frequent-answer line, and what happens to the Shakespeare loss? Tune
+# with some Tiny Shakespeare windows mixed into every batch: does the Shakespeare loss still rise, and what does it cost
+# in exact match? Try LoRA with `r=2` and `r=64`, `lora_alpha` kept at 32 (so $\alpha / r$ changes with $r$, as section
+# 3 says): how much does the rank matter here? Add a task to the instructions (the first word, say) and hold it out
+# entirely: does the tuned model do it from the instruction alone? On Colab, tune GPT-2 with `targets=["w_q", "w_v"]`
+# and compare the adapter's size with section 3's count.
