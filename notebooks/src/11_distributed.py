@@ -113,7 +113,7 @@ import torch.distributed as dist
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))  # torchrun's variables say the rest
 rank, world = dist.get_rank(), dist.get_world_size()
 x = torch.tensor([1.0, 2.0]) * (rank + 1)  # rank 0: [1, 2]; rank 1: [2, 4]
-print(f"rank {rank} of {world} holds {x.tolist()}", flush=True)
+print(f"rank {rank} of {world} holds {x.tolist()}\n", end="", flush=True)  # one write: two ranks' lines never merge
 
 summed = x.clone()
 dist.all_reduce(summed)  # in place: every rank ends with the sum

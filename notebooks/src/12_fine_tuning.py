@@ -384,7 +384,7 @@ print(tokenizer.decode(sample[0]))
 # The package's `LoRALinear` is that forward in a module (Exercise 1 at the end asks you to write it), and
 # `add_lora(model, targets, r, lora_alpha)` wraps every `nn.Linear` whose name ends with one of `targets` and freezes
 # everything else. On the pretrained model, with adapters on the query and value projections of every block (the
-# original paper's choice):
+# original paper's choice); targets that name no layer are refused, with the names there are:
 
 # %%
 adapted = pretrained_model().eval()
@@ -398,6 +398,10 @@ with torch.no_grad():
     same = torch.equal(adapted(x)[0], base(x)[0])
     print("B = 0: the adapted model computes the pretrained model's logits exactly:", same)
     assert same
+try:
+    add_lora(pretrained_model(), ["q_proj", "v_proj"])  # Hugging Face Llama's names, not the course's
+except ValueError as error:
+    print("ValueError:", error)
 
 # %% [markdown]
 # ### The proof: the same as `peft`
