@@ -2,14 +2,22 @@
 right answers written in the styles of public code (OpenAI's ``encoder.py``, minbpe, peft, LLMs-from-scratch) pass,
 each classic mistake fails with a message that names it, and an unwritten stub is reported as not attempted."""
 
+import codecs
 import itertools
 
 import torch
 import torch.nn.functional as F
 from helpers import todo, verdict, verdict_rows, verdict_table_test
 
-from course_utils.checks import check_byte_table, check_lora_forward, check_merge_step, check_prompt_mask
-from course_utils.checks.adapt import lora_forward, merge_step, prompt_mask
+from course_utils.checks import (
+    check_byte_table,
+    check_lora_forward,
+    check_merge_step,
+    check_multi_turn_mask,
+    check_prompt_mask,
+    check_stream_decode,
+)
+from course_utils.checks.adapt import lora_forward, merge_step, multi_turn_mask, prompt_mask, stream_decode
 from course_utils.data.byte_bpe import bytes_to_unicode
 
 HARD_CODED = "is a value written into the code"
@@ -232,6 +240,90 @@ def mask_prompt_length_hard_coded(prompt_ids, response_ids):
     return ids[:-1], [-100] * 4 + response_ids
 
 
+# --- a conversation's mask ------------------------------------------------------------------------------------------
+
+
+def conversation_hf(turns):  # Hugging Face's style: labels the ids with the prompts at -100, then shift once
+    ids, labels = [], []
+    for prompt_ids, response_ids in turns:
+        ids += prompt_ids + response_ids
+        labels += [-100] * len(prompt_ids) + response_ids
+    return ids[:-1], labels[1:]
+
+
+def conversation_tensors(turns):  # a mask of booleans over the whole conversation, as tensors
+    ids = torch.tensor([i for p, r in turns for i in p + r])
+    is_prompt = torch.tensor([flag for p, r in turns for flag in [True] * len(p) + [False] * len(r)])
+    targets = ids[1:].masked_fill(is_prompt[1:], -100)
+    return ids[:-1], targets
+
+
+def conversation_per_turn(turns):  # each turn shifted alone, then joined: a token lost at every boundary
+    xs, ys = [], []
+    for p, r in turns:
+        x, y = prompt_mask(p, r)
+        xs, ys = xs + x, ys + y
+    return xs, ys
+
+
+def conversation_first_prompt_only(turns):
+    ids = [i for p, r in turns for i in p + r]
+    first = len(turns[0][0])
+    return ids[:-1], ([-100] * first + ids[first:])[1:]
+
+
+def conversation_last_response_only(turns):
+    ids = [i for p, r in turns for i in p + r]
+    last = len(turns[-1][1])
+    return ids[:-1], ([-100] * (len(ids) - last) + ids[-last:])[1:]
+
+
+def conversation_unmasked(turns):
+    ids = [i for p, r in turns for i in p + r]
+    return ids[:-1], ids[1:]
+
+
+# --- bytes decoded as a stream --------------------------------------------------------------------------------------
+
+
+def stream_codecs(chunks):  # the standard library's incremental decoder
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    return [decoder.decode(chunk) for chunk in chunks]
+
+
+def stream_by_lead_byte(chunks):  # a character's length read from its first byte, as a UTF-8 decoder does
+    out, pending = [], b""
+    for chunk in chunks:
+        pending += chunk
+        i, text = 0, ""
+        while i < len(pending):
+            lead = pending[i]
+            size = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4
+            if i + size > len(pending):
+                break
+            text += pending[i : i + size].decode("utf-8")
+            i += size
+        out.append(text)
+        pending = pending[i:]
+    return out
+
+
+def stream_replace(chunks):
+    return [chunk.decode("utf-8", errors="replace") for chunk in chunks]
+
+
+def stream_ignore(chunks):
+    return [chunk.decode("utf-8", errors="ignore") for chunk in chunks]
+
+
+def stream_at_the_end(chunks):
+    return [""] * (len(chunks) - 1) + [b"".join(chunks).decode("utf-8")]
+
+
+def stream_strict(chunks):
+    return [chunk.decode("utf-8") for chunk in chunks]
+
+
 VERDICTS = [
     *verdict_rows(
         check_byte_table,
@@ -285,13 +377,42 @@ VERDICTS = [
             (todo, "not written yet"),
         ],
     ),
+    *verdict_rows(
+        check_multi_turn_mask,
+        right=[multi_turn_mask, conversation_hf, conversation_tensors],
+        wrong=[
+            (conversation_per_turn, "each turn was shifted on its own"),
+            (conversation_first_prompt_only, "only the first prompt is masked"),
+            (conversation_last_response_only, "only the last response is a target"),
+            (conversation_unmasked, "the prompts are not masked"),
+            (todo, "not written yet"),
+        ],
+    ),
+    *verdict_rows(
+        check_stream_decode,
+        right=[stream_decode, stream_codecs, stream_by_lead_byte],
+        wrong=[
+            (stream_replace, "decoded alone"),
+            (stream_ignore, "characters are lost"),
+            (stream_at_the_end, "as soon as its last byte arrives"),
+            (stream_strict, "keep its last bytes for the next chunk"),
+            (todo, "not written yet"),
+        ],
+    ),
 ]
 
 test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)
 
 
 def test_an_unwritten_stub_is_not_attempted(capsys):
-    for check in (check_byte_table, check_merge_step, check_lora_forward, check_prompt_mask):
+    for check in (
+        check_byte_table,
+        check_merge_step,
+        check_lora_forward,
+        check_prompt_mask,
+        check_multi_turn_mask,
+        check_stream_decode,
+    ):
         ok = check(todo)
         assert not ok and ok.status == "not attempted", check.__name__
     capsys.readouterr()
@@ -299,7 +420,7 @@ def test_an_unwritten_stub_is_not_attempted(capsys):
 
 def test_the_references_agree_with_the_package():
     """The checkers' references are what the package computes: GPT-2's bpe merges by rank, LoRALinear's forward,
-    encode_example's targets."""
+    encode_example's targets, decode_stream's pieces (it skips the chunks that complete nothing)."""
     from course_utils.data.byte_bpe import load_gpt2_tokenizer
     from course_utils.model.lora import LoRALinear
 
@@ -318,6 +439,10 @@ def test_the_references_agree_with_the_package():
     expected = lora_forward(x, layer.base, layer.lora_A, layer.lora_B, 3.0)
     torch.testing.assert_close(layer(x), expected)
     assert prompt_mask([1, 2, 3], [4, 5]) == ([1, 2, 3, 4], [-100, -100, 4, 5])
+    assert multi_turn_mask([([1, 2, 3], [4, 5])]) == prompt_mask([1, 2, 3], [4, 5])
+    ids = tok.encode(" a 🤖 robot")
+    pieces = stream_decode([tok.decode_bytes([i]) for i in ids])
+    assert [piece for piece in pieces if piece] == list(tok.decode_stream(ids)) and len(pieces) == len(ids)
 
 
 def test_a_right_answer_reports_success(capsys):

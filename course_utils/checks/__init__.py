@@ -19,7 +19,14 @@ below and test it in its module's ``tests/test_checks_<module>.py`` with right, 
 """
 
 from ._core import Verdict
-from .adapt import check_byte_table, check_lora_forward, check_merge_step, check_prompt_mask
+from .adapt import (
+    check_byte_table,
+    check_lora_forward,
+    check_merge_step,
+    check_multi_turn_mask,
+    check_prompt_mask,
+    check_stream_decode,
+)
 from .attention import (
     check_attention_with_bias,
     check_fused_head_projections,
@@ -82,6 +89,7 @@ __all__ = [
     "check_masked_mean",
     "check_merge_heads",
     "check_merge_step",
+    "check_multi_turn_mask",
     "check_ngram_matches",
     "check_padding_mask",
     "check_pre_norm_layer",
@@ -98,6 +106,7 @@ __all__ = [
     "check_sinusoidal_encoding",
     "check_sliding_window_mask",
     "check_split_heads",
+    "check_stream_decode",
     "check_teacher_forcing_batch",
     "check_top_p",
     "check_weight_tying",

@@ -1,8 +1,9 @@
 """Checkers for chapter 12: adapting a pretrained model (GPT-2's byte table, one merge step by rank, the LoRA forward,
-the loss mask of an instruction)."""
+the loss mask of an instruction and of a conversation, bytes decoded as a stream)."""
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
@@ -13,9 +14,16 @@ from torch import Tensor, nn
 from ..data.bpe import merge_pair
 from ..data.byte_bpe import bytes_to_unicode
 from ..training.instruct import IGNORE
-from ._core import NotYet, Verdict, backpropagates, call, each_case, name_mistake, same, verdict
+from ._core import NotWritten, NotYet, Verdict, backpropagates, call, each_case, name_mistake, same, verdict
 
-__all__ = ["check_byte_table", "check_lora_forward", "check_merge_step", "check_prompt_mask"]
+__all__ = [
+    "check_byte_table",
+    "check_lora_forward",
+    "check_merge_step",
+    "check_multi_turn_mask",
+    "check_prompt_mask",
+    "check_stream_decode",
+]
 
 
 def _shown(b: int) -> str:
@@ -247,6 +255,138 @@ def check_prompt_mask(fn: Callable[..., Any]) -> Verdict:
             [
                 dict(prompt_ids=[1021, 72, 105, 33, 1022], response_ids=[88, 41, 1023]),
                 dict(prompt_ids=[7, 8, 9], response_ids=[5, 6, 4, 3, 2]),
+            ],
+        )
+
+    return verdict(run)
+
+
+def multi_turn_mask(turns: list[tuple[list[int], list[int]]]) -> tuple[list[int], list[int]]:
+    """The inputs and targets of a conversation of several turns, each ``(prompt_ids, response_ids)``: every response
+    (with its end token) a target, every prompt masked; ``prompt_mask`` for one turn."""
+    ids: list[int] = []
+    labels: list[int] = []  # what each id is as a target: IGNORE for a prompt's ids
+    for prompt_ids, response_ids in turns:
+        ids += [*prompt_ids, *response_ids]
+        labels += [IGNORE] * len(prompt_ids) + list(response_ids)
+    return ids[:-1], labels[1:]  # position t predicts ids[t + 1]
+
+
+def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
+    """``fn(turns)`` returns ``(inputs, targets)`` of a conversation, as ``multi_turn_mask`` does."""
+
+    def one(turns: list[tuple[list[int], list[int]]]) -> str:
+        given = [(list(p), list(r)) for p, r in turns]
+        got = call(fn, given)
+        if not isinstance(got, tuple | list) or len(got) != 2:  # pyright: ignore[reportUnknownArgumentType]
+            raise NotYet("return two things, (inputs, targets)")
+        inputs, targets = _ints(got[0], "inputs"), _ints(got[1], "targets")
+        want_inputs, want_targets = multi_turn_mask(turns)
+        ids = [i for p, r in turns for i in (*p, *r)]
+        if inputs == ids:
+            raise NotYet("the inputs are all the ids; the last id is only ever a target: inputs = ids[:-1]")
+        joined = len(want_inputs) - (len(turns) - 1)  # each turn shifted alone, then the pieces joined
+        if len(turns) > 1 and (len(inputs) == joined or len(targets) == joined):
+            raise NotYet(
+                "each turn was shifted on its own and the pieces joined: the conversation is one sequence, so shift "
+                "it once; the last token of one turn's response predicts the next turn's first prompt token"
+            )
+        if inputs != want_inputs:
+            raise NotYet(f"the inputs are {inputs}; expected all the ids of all the turns but the last, {want_inputs}")
+        if len(targets) != len(want_targets):
+            raise NotYet(f"{len(targets)} targets for {len(inputs)} inputs: one target per input position")
+        first_only = [IGNORE] * len(turns[0][0]) + list(turns[0][1]) + ids[len(turns[0][0]) + len(turns[0][1]) :]
+        last_only = [IGNORE] * (len(ids) - len(turns[-1][1])) + list(turns[-1][1])
+        named = {
+            "only the first prompt is masked: every prompt of the conversation is given, not written, so each one's "
+            "ids are IGNORE as targets": first_only[1:],
+            "only the last response is a target: every response of the conversation is the assistant's and is "
+            "learned (a trainer may choose otherwise, but this exercise keeps them all)": last_only[1:],
+            "the prompts are not masked: the model would learn to write the user's turns": ids[1:],
+        }
+        for message, buggy in named.items():
+            if targets == buggy and buggy != want_targets:
+                raise NotYet(message)
+        if targets != want_targets:
+            raise NotYet(f"the targets are {targets}; expected {want_targets}")
+        return "the conversation's mask is right: every response a target, every prompt masked, one shift."
+
+    def run() -> str:
+        return each_case(
+            one,
+            [
+                dict(turns=[([1021, 40, 41, 1022], [50, 51, 1023]), ([1021, 42, 1022], [52, 1023])]),
+                dict(turns=[([1, 2], [3, 4]), ([5, 6, 7], [8]), ([9], [10, 11, 12])]),
+                dict(turns=[([7, 8, 9], [5, 6, 4])]),
+            ],
+        )
+
+    return verdict(run)
+
+
+def stream_decode(chunks: list[bytes]) -> list[str]:
+    """The text each chunk of UTF-8 bytes completes, as soon as its characters are whole: bytes that end in the middle
+    of a character wait for the next chunk (``ByteBPE.decode_stream``'s rule, the standard library's incremental
+    decoder)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    return [decoder.decode(chunk) for chunk in chunks]
+
+
+def check_stream_decode(fn: Callable[..., Any]) -> Verdict:
+    """``fn(chunks)``: one string per chunk of bytes, the text that chunk completes (``stream_decode``)."""
+
+    def one(text: str, cuts: list[int]) -> str:
+        data = text.encode("utf-8")
+        bounds = [0, *cuts, len(data)]
+        chunks = [data[a:b] for a, b in pairwise(bounds)]
+        try:
+            got = call(fn, list(chunks))
+        except NotYet as e:
+            if "UnicodeDecodeError" not in str(e) or isinstance(e, NotWritten):
+                raise
+            raise NotYet(
+                f"{e}. A chunk may end inside a character: keep its last bytes for the next chunk (a character is 1 to "
+                "4 bytes; decode the longest start that decodes)"
+            ) from None
+        if isinstance(got, tuple):
+            got = list(got)  # pyright: ignore[reportUnknownArgumentType]
+        if not isinstance(got, list) or not all(isinstance(t, str) for t in got):  # pyright: ignore[reportUnknownVariableType]
+            raise NotYet(
+                f'return a list of str, one per chunk ("" when a chunk completes no character); got {got!r:.60}'
+            )
+        expected = stream_decode(chunks)
+        shown = "".join(got)
+        if "\ufffd" in shown:
+            raise NotYet(
+                "'\ufffd' appears: a chunk that ends inside a character was decoded alone (errors='replace'). Keep the "
+                "bytes of an unfinished character and decode them with the next chunk"
+            )
+        if len(got) != len(chunks):
+            raise NotYet(
+                f'{len(got)} strings for {len(chunks)} chunks: return one per chunk, "" when it completes none'
+            )
+        if shown != text:
+            raise NotYet(
+                f"the pieces join to {shown!r}, not the text {text!r}: "
+                + ("characters are lost (errors='ignore' drops the bytes of a cut character)" if len(shown) < len(text)
+                   else "the text differs")
+            )  # fmt: skip
+        for k, (a, b) in enumerate(zip(got, expected, strict=True)):
+            if a != b:
+                early = "".join(expected[: k + 1])
+                raise NotYet(
+                    f"after chunk {k} ({chunks[k]!r}) your pieces so far make {''.join(got[: k + 1])!r}; every "
+                    f"character complete by then is {early!r}: show each character as soon as its last byte arrives"
+                )
+        return "streaming decode is right: every character shown once, whole, as soon as its last byte arrives."
+
+    def run() -> str:
+        return each_case(
+            one,
+            [
+                dict(text=" a 🤖 robot", cuts=[3, 4, 6, 7]),
+                dict(text="café 東京 ok", cuts=[4, 7, 8, 9]),
+                dict(text="plain text", cuts=[5]),
             ],
         )
 

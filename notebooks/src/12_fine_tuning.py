@@ -95,8 +95,10 @@ from course_utils.checks import (
     check_byte_table,
     check_lora_forward,
     check_merge_step,
+    check_multi_turn_mask,
     check_prediction,
     check_prompt_mask,
+    check_stream_decode,
 )
 
 transformers.logging.set_verbosity_error()
@@ -381,9 +383,25 @@ print(tokenizer.decode(sample[0]))
 # - only $A$ and $B$ train: $r(\text{in} + \text{out})$ numbers per layer instead of $\text{in} \times \text{out}$;
 # - after tuning, $W + \frac{\alpha}{r} BA$ is one matrix again (**merging**): inference costs nothing extra.
 #
-# The package's `LoRALinear` is that forward in a module (Exercise 1 at the end asks you to write it), and
-# `add_lora(model, targets, r, lora_alpha)` wraps every `nn.Linear` whose name ends with one of `targets` and freezes
-# everything else. On the pretrained model, with adapters on the query and value projections of every block (the
+# **Your turn: the LoRA forward.** Write `my_lora_forward(x, base, A, B, alpha)`, with `x` of shape `(..., in)`, `base`
+# the frozen `nn.Linear`, `A` of shape `(r, in)` and `B` of shape `(out, r)`. Return the formula above (the bias of
+# `base` included), for any number of leading dimensions of `x`. The formula is written for a column vector $x$; rows
+# of `x`, as PyTorch holds them, take the transposes: $x W^\top$, and so on.
+
+
+# %% tags=["exercise"]
+def my_lora_forward(x, base, A, B, alpha):
+    ### BEGIN SOLUTION
+    r = A.size(0)
+    return base(x) + (alpha / r) * (x @ A.T @ B.T)  # (..., in) -> (..., r) -> (..., out)
+    ### END SOLUTION
+
+
+check_lora_forward(my_lora_forward)
+
+# %% [markdown]
+# The package's `LoRALinear` is that forward in a module, and `add_lora(model, targets, r, lora_alpha)` wraps every
+# `nn.Linear` whose name ends with one of `targets` and freezes everything else. On the pretrained model, with adapters on the query and value projections of every block (the
 # original paper's choice); targets that name no layer are refused, with the names there are:
 
 # %%
@@ -461,15 +479,16 @@ assert torch.allclose(after, before, atol=1e-5) and torch.allclose(layer.base.we
 # ### What LoRA saves, measured
 #
 # The next cell trains the same batch for a few steps both ways, with AdamW, and measures the trainable parameters, the
-# optimizer's state (AdamW keeps two numbers per trainable parameter) and the time of a step. Then it counts the same
-# adapters on a model of GPT-2's size (built on PyTorch's `meta` device, which holds shapes and no numbers).
+# optimizer's state (AdamW keeps two numbers per trainable parameter) and the time of the fastest step. Then it counts
+# the same adapters on a model of GPT-2's size (built on PyTorch's `meta` device, which holds shapes and no numbers).
 
 # %% tags=["nbval-ignore-output"]
 TARGETS = ["w_q", "w_k", "w_v", "w_o", "w_1", "w_2"]  # every linear layer of every block
 
 
 def step_costs(model, steps=15):
-    """Trainable parameters, bytes of AdamW's state, and the median seconds of a training step on one batch."""
+    """Trainable parameters, bytes of AdamW's state, and the seconds of the fastest training step on one batch (the
+    fastest: what the step costs, without what other programs took of the machine meanwhile)."""
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4)
     batch = torch.randint(0, tokenizer.vocab_size, (16, 49), generator=torch.Generator().manual_seed(0)).to(device)
@@ -483,7 +502,7 @@ def step_costs(model, steps=15):
         synchronize(device)
         times.append(time.perf_counter() - start)
     state = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if t.dim() > 0)
-    return sum(p.numel() for p in params), state, statistics.median(times[3:])
+    return sum(p.numel() for p in params), state, min(times[3:])
 
 
 full_costs = step_costs(pretrained_model().train())
@@ -491,7 +510,7 @@ lora_model = pretrained_model().train()
 add_lora(lora_model, TARGETS, r=16, lora_alpha=32)
 lora_costs = step_costs(lora_model)
 for name, (n, state, seconds) in [("full fine-tuning", full_costs), ("LoRA, r=16, all linears", lora_costs)]:
-    print(f"{name:24} {n:>9,} trainable, AdamW state {state / 1e6:5.2f} MB, {seconds * 1e3:5.1f} ms a step")
+    print(f"{name:24} {n:>9,} trainable, AdamW state {state / 1e6:5.2f} MB, {seconds * 1e3:5.1f} ms a step (fastest)")
 with torch.device("meta"):
     gpt2_sized = GPT(50257, block_size=1024, d_model=768, n_heads=12, n_layers=12)
     add_lora(gpt2_sized, ["w_q", "w_v"], r=8, lora_alpha=16)
@@ -567,8 +586,25 @@ except ValueError as error:
 # the position that predicts the first word of the response, so it keeps its target; and `<|end|>` is a target too,
 # or the model would never learn to stop.
 #
-# The package's `encode_example` builds that mask from a prompt and a response (Exercise 2 at the end asks you to write
-# it). Token by token, with the target of each position:
+# **Your turn: the prompt mask.** Write `my_prompt_mask(prompt_ids, response_ids)`: two lists of ids (the prompt from
+# `<|user|>` to `<|assistant|>`, the response with `<|end|>`). Return `(inputs, targets)`, two lists of the same length: the inputs are all the ids but
+# the last, the targets the ids shifted by one, with `IGNORE` where the next token is still the prompt's.
+
+
+# %% tags=["exercise"]
+def my_prompt_mask(prompt_ids, response_ids):
+    ### BEGIN SOLUTION
+    ids = prompt_ids + response_ids
+    targets = [IGNORE] * (len(prompt_ids) - 1) + response_ids  # position t predicts ids[t + 1]
+    return ids[:-1], targets
+    ### END SOLUTION
+
+
+check_prompt_mask(my_prompt_mask)
+
+# %% [markdown]
+# The package's `encode_example` builds that mask from a prompt and a response. Token by token, with the target of
+# each position:
 
 # %%
 inputs, targets = encode_example(tokenizer, template, "Count the words: a dog runs", "4")
@@ -658,11 +694,11 @@ for name, s in before.items():
 # Before you run it, predict what tuning on instructions does to the model's loss on Tiny Shakespeare, which it was
 # pretrained on:
 #
-# - **(a)** nothing measurable: tuning only taught it a new format;
-# - **(b)** it falls: more training, a better model;
-# - **(c)** it rises clearly, by more than half a nat per token, for both methods;
-# - **(d)** it rises after full fine-tuning only: LoRA keeps the pretrained weights frozen, so the model keeps what it
-#   knew.
+# - **(a)** it stays within 0.1 nat per token after both methods: tuning only taught a new format;
+# - **(b)** it falls by more than 0.1 nat after both: more training, a better model;
+# - **(c)** it rises by more than half a nat after both;
+# - **(d)** it rises by more than half a nat after full fine-tuning and stays within 0.1 nat after LoRA, whose
+#   pretrained weights are frozen.
 
 # %% tags=["exercise"]
 ### BEGIN SOLUTION
@@ -787,9 +823,10 @@ for p, (before_ids, _), (after_ids, _) in list(zip(checked, answers["pretrained"
 # - **LoRA learned less than full fine-tuning** at these settings, by the loss on the responses, higher at every seed
 #   (their exact matches are too close to tell apart), while it trained a small part of the weights (section 3).
 # - **Tuning costs the model elsewhere.** Its loss on Tiny Shakespeare rose by more than half a nat per token after
-#   both methods, and in this run by more after LoRA than after full fine-tuning (the means printed): LoRA's frozen
-#   weights do not keep the *function* frozen, since the adapters change every adapted layer's output on every
-#   text. This is **catastrophic forgetting**; mixing some pretraining text into the tuning batches, or tuning less,
+#   both methods, and in this run by more after LoRA than after full fine-tuning (the means printed). LoRA's frozen
+#   weights do not keep the *function* frozen, since the adapters change every adapted layer's output on every text.
+#   Which method forgets more is not settled here: LoRA ran at three times the learning rate, and Biderman et al.
+#   (2024, "LoRA Learns Less and Forgets Less") found the opposite at scale. This is **catastrophic forgetting**; mixing some pretraining text into the tuning batches, or tuning less,
 #   limits it.
 
 # %%
@@ -954,13 +991,13 @@ else:
 # | --- | --- | --- |
 # | a tokenizer other than the model's own (or GPT-2's merges applied in another order than by rank) | the model reads ids it was never trained on; no error | load the model's tokenizer files; merge the lowest-ranked pair first |
 # | raw bytes written into the vocabulary file | spaces and newlines break the file's format | draw every byte as a printable character (`bytes_to_unicode`) |
-# | a user's text encoded with special tokens allowed | a user forges `<|end|>` or `<|endoftext|>` | encode user text with special tokens disallowed (or as text) |
+# | a user's text encoded with special tokens allowed | a user forges `<\|end\|>` or `<\|endoftext\|>` | encode user text with special tokens disallowed (or as text) |
 # | decoding each token alone while streaming | `�` in the middle of a character | keep the bytes until the character is complete (`decode_stream`) |
 # | LoRA's $B$ initialised randomly | tuning starts from a damaged model | $B = 0$, $A$ random |
 # | the update's scale forgotten, or $r/\alpha$ | a new rank needs a new learning rate | scale by $\alpha / r$ |
 # | the loss on the prompt too | the model learns to write prompts; long prompts swamp the loss | targets `IGNORE` wherever the next token is the prompt's |
 # | the prompt masked with 0 | the model learns to predict token 0 | `IGNORE` = -100, `F.cross_entropy`'s `ignore_index` |
-# | `<|end|>` masked | the tuned model never stops | keep the end token as a target |
+# | `<\|end\|>` masked | the tuned model never stops | keep the end token as a target |
 # | judging LoRA by the pretrained weights alone | "frozen weights, so nothing forgotten": wrong | measure the loss on pretraining text before and after |
 #
 # ## Summary
@@ -980,40 +1017,56 @@ else:
 #
 # {{EXERCISES}}
 #
-# **Exercise 1 · The LoRA forward.** Section 3 used `LoRALinear`; write its forward yourself:
-# `my_lora_forward(x, base, A, B, alpha)`, with `x` of shape `(..., in)`, `base` the frozen `nn.Linear`, `A` of shape
-# `(r, in)` and `B` of shape `(out, r)`. Return section 3's $h = Wx + \frac{\alpha}{r} BAx$ (the bias of `base`
-# included), for any number of leading dimensions of `x`. The formula is written for a column vector $x$; PyTorch's
-# rows of `x` take the transposes: $x W^\top$, and so on.
+# **Exercise 1 · A conversation of several turns.** Section 4 masked one prompt and one response. A chat is several
+# turns, `<|user|>` prompt `<|assistant|>` response `<|end|>`, then the next turn, all in one sequence. Write
+# `my_multi_turn_mask(turns)`: `turns` is a list of `(prompt_ids, response_ids)` pairs of lists, each as
+# `ChatTemplate.encode` returns them. Return `(inputs, targets)` for the whole conversation as one sequence: every
+# response (with its `<|end|>`) a target, every prompt masked with `IGNORE`. With one turn, it is `encode_example`'s
+# mask. Careful at the boundaries: what does the last token of one turn predict?
 
 
 # %% tags=["exercise"]
-def my_lora_forward(x, base, A, B, alpha):
+def my_multi_turn_mask(turns):
     ### BEGIN SOLUTION
-    r = A.size(0)
-    return base(x) + (alpha / r) * (x @ A.T @ B.T)  # (..., in) -> (..., r) -> (..., out)
+    ids, labels = [], []  # labels: what each id is as a target, IGNORE for a prompt's
+    for prompt_ids, response_ids in turns:
+        ids += prompt_ids + response_ids
+        labels += [IGNORE] * len(prompt_ids) + response_ids
+    return ids[:-1], labels[1:]  # position t predicts ids[t + 1]: shift once, for the whole conversation
     ### END SOLUTION
 
 
-check_lora_forward(my_lora_forward)
+check_multi_turn_mask(my_multi_turn_mask)
 
 # %% [markdown]
-# **Exercise 2 · The prompt mask.** Section 4 used `encode_example`; write the mask it computes without a tokenizer:
-# `my_prompt_mask(prompt_ids, response_ids)`, two lists of ids (the prompt from `<|user|>` to `<|assistant|>`, the
-# response with `<|end|>`). Return `(inputs, targets)`, two lists of the same length: the inputs are all the ids but
-# the last, the targets the ids shifted by one, with `IGNORE` where the next token is still the prompt's.
+# **Exercise 2 · Decoding a stream of bytes.** Section 1 showed `decode_stream` wait for the rest of the robot emoji
+# before showing it. Write that rule yourself: `my_stream_decode(chunks)` takes a list of `bytes` (what each generated
+# token decodes to, say) and returns one `str` per chunk, the text that chunk completes (`""` when it completes no
+# character). Joined, the strings are the whole text, with no `�`, and each character appears as soon as its last byte
+# has arrived. Hint: `bytes.decode("utf-8")` raises `UnicodeDecodeError` on bytes that end inside a character; a
+# character is 1 to 4 bytes, so try decoding all you hold, then all but the last byte, and so on, and keep what did
+# not decode for the next chunk.
 
 
 # %% tags=["exercise"]
-def my_prompt_mask(prompt_ids, response_ids):
+def my_stream_decode(chunks):
     ### BEGIN SOLUTION
-    ids = prompt_ids + response_ids
-    targets = [IGNORE] * (len(prompt_ids) - 1) + response_ids  # position t predicts ids[t + 1]
-    return ids[:-1], targets
+    out, pending = [], b""
+    for chunk in chunks:
+        pending += chunk
+        for cut in range(len(pending), max(len(pending) - 4, -1), -1):  # keep at most 3 bytes of a cut character
+            try:
+                text = pending[:cut].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            out.append(text)
+            pending = pending[cut:]
+            break
+    return out
     ### END SOLUTION
 
 
-check_prompt_mask(my_prompt_mask)
+check_stream_decode(my_stream_decode)
 
 # %% [markdown]
 # **Going further.** Tune three times as long (make `train_pairs` three times as many, then `tune("full", 0,
