@@ -351,11 +351,15 @@ class KernelSide:
 
 
 def _exception(kind: str, message: str) -> BaseException:
-    """The kernel's exception, rebuilt by name: a built-in one as itself, any other as a RuntimeError of that name
-    (so that a message "raised IndexError: ..." reads as it would in one process)."""
+    """The kernel's exception, rebuilt by name: a built-in one as itself, any other (or a built-in that is not built
+    from a message alone, such as UnicodeDecodeError) as a RuntimeError of that name (so that a message "raised
+    IndexError: ..." reads as it would in one process)."""
     found = getattr(builtins, kind, None)
     if isinstance(found, type) and issubclass(found, BaseException) and found not in (KeyboardInterrupt, GeneratorExit):
-        return found(message) if found is not KeyError else KeyError(message.strip("'\""))
+        try:
+            return found(message) if found is not KeyError else KeyError(message.strip("'\""))
+        except TypeError:  # UnicodeDecodeError(encoding, object, start, end, reason): rebuilt by name below
+            pass
     return type(kind, (RuntimeError,), {})(message)
 
 

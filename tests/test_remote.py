@@ -42,6 +42,13 @@ def test_an_answers_error_is_raised_again_by_name_with_its_message(tmp_path):
     with pytest.raises(NotImplementedError):
         linked(written_later, tmp_path)(torch.ones(1))
 
+    def decodes_a_cut_character(chunk):  # UnicodeDecodeError is not built from a message: rebuilt by its name
+        return chunk.decode("utf-8")
+
+    with pytest.raises(RuntimeError, match="unexpected end of data") as raised:
+        linked(decodes_a_cut_character, tmp_path)(b"\xf0\x9f")
+    assert type(raised.value).__name__ == "UnicodeDecodeError"
+
 
 def test_what_a_call_does_to_its_arguments_is_done_to_the_callers(tmp_path):
     def answer(x, items, table, layer):
