@@ -109,7 +109,7 @@ TAUGHT_IN = {
     "12": [
         "ByteBPE", "bytes_to_unicode", "GPT2_PATTERN", "gpt2_files", "load_gpt2_tokenizer", "learn_bpe_incremental",
         "learn_merges", "train_byte_bpe", "BYTE_GPT", "pretraining_texts", "LoRALinear", "add_lora", "merge_lora",
-        "lora_parameters", "ChatTemplate", "IGNORE", "encode_example", "pad_examples", "instruction_pairs",
+        "lora_parameters", "ChatTemplate", "IGNORE", "encode_example", "mask_prompt", "pad_examples", "instruction_pairs",
         "SequenceClassifier",
     ],
 }  # fmt: skip

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from ..data.bpe import merge_pair
 from ..data.byte_bpe import bytes_to_unicode
 from ..training.instruct import IGNORE
+from ..training.instruct import mask_prompt as prompt_mask  # the reference: one example's mask
 from ._core import NotWritten, NotYet, Verdict, backpropagates, call, each_case, name_mistake, same, verdict
 
 __all__ = [
@@ -91,17 +92,10 @@ def merge_step(symbols: list[str], ranks: dict[tuple[str, str], int]) -> list[st
     return merge_pair(symbols, min(ranked, key=ranks.__getitem__))
 
 
-def _merge_where(symbols: list[str], pair: tuple[str, str], first_only: bool = False) -> list[str]:
-    out, i, done = [], 0, False
-    while i < len(symbols):
-        if not done and i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
-            out.append(symbols[i] + symbols[i + 1])
-            i += 2
-            done = first_only
-        else:
-            out.append(symbols[i])
-            i += 1
-    return out
+def _merge_first(symbols: list[str], pair: tuple[str, str]) -> list[str]:
+    """``pair`` merged at its first occurrence only: a classic mistake."""
+    i = next(i for i, adjacent in enumerate(pairwise(symbols)) if adjacent == pair)
+    return [*symbols[:i], pair[0] + pair[1], *symbols[i + 2 :]]
 
 
 def check_merge_step(fn: Callable[..., Any]) -> Verdict:
@@ -120,14 +114,14 @@ def check_merge_step(fn: Callable[..., Any]) -> Verdict:
         ranked = [pair for pair in pairwise(symbols) if pair in ranks]
         best = min(ranked, key=ranks.__getitem__) if ranked else None
         named: list[tuple[list[str], str]] = []
-        if ranked and best is not None:
+        if best is not None:
             worst = max(ranked, key=ranks.__getitem__)
             named += [
-                (_merge_where(symbols, worst), "it merges the pair with the highest rank number; rank 0 is the merge "
+                (merge_pair(symbols, worst), "it merges the pair with the highest rank number; rank 0 is the merge "
                  "learned first, the most frequent one, and it goes first: take the minimum rank"),
-                (_merge_where(symbols, ranked[0]), "it merges the leftmost pair that has a rank; GPT-2 merges the pair "
+                (merge_pair(symbols, ranked[0]), "it merges the leftmost pair that has a rank; GPT-2 merges the pair "
                  "of lowest rank wherever it is in the word"),
-                (_merge_where(symbols, best, first_only=True), "only the first occurrence of the pair is merged; "
+                (_merge_first(symbols, best), "only the first occurrence of the pair is merged; "
                  "merge it everywhere it occurs, left to right, in one step"),
             ]  # fmt: skip
         for buggy, message in named:
@@ -192,11 +186,11 @@ def check_lora_forward(fn: Callable[..., Any]) -> Verdict:
     return verdict(run)
 
 
-def prompt_mask(prompt_ids: list[int], response_ids: list[int]) -> tuple[list[int], list[int]]:
-    """The inputs and targets of one example (``encode_example`` without the tokenizer): the inputs are the ids but
-    the last, the targets the ids shifted by one, ``IGNORE`` where the next token is still the prompt's."""
-    ids = [*prompt_ids, *response_ids]
-    return ids[:-1], [IGNORE] * (len(prompt_ids) - 1) + list(response_ids)
+def _inputs_and_targets(got: Any) -> tuple[list[int], list[int]]:
+    """An answer's ``(inputs, targets)``, each as a list of ints, or ``NotYet`` saying what it returned instead."""
+    if not isinstance(got, tuple | list) or len(got) != 2:  # pyright: ignore[reportUnknownArgumentType]
+        raise NotYet("return two things, (inputs, targets)")
+    return _ints(got[0], "inputs"), _ints(got[1], "targets")
 
 
 def _ints(value: Any, what: str) -> list[int]:
@@ -212,9 +206,7 @@ def check_prompt_mask(fn: Callable[..., Any]) -> Verdict:
 
     def one(prompt_ids: list[int], response_ids: list[int]) -> str:
         got = call(fn, list(prompt_ids), list(response_ids))
-        if not isinstance(got, tuple | list) or len(got) != 2:  # pyright: ignore[reportUnknownArgumentType]
-            raise NotYet("return two things, (inputs, targets)")
-        inputs, targets = _ints(got[0], "inputs"), _ints(got[1], "targets")
+        inputs, targets = _inputs_and_targets(got)
         want_inputs, want_targets = prompt_mask(prompt_ids, response_ids)
         ids = [*prompt_ids, *response_ids]
         if inputs == ids:
@@ -278,9 +270,7 @@ def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
     def one(turns: list[tuple[list[int], list[int]]]) -> str:
         given = [(list(p), list(r)) for p, r in turns]
         got = call(fn, given)
-        if not isinstance(got, tuple | list) or len(got) != 2:  # pyright: ignore[reportUnknownArgumentType]
-            raise NotYet("return two things, (inputs, targets)")
-        inputs, targets = _ints(got[0], "inputs"), _ints(got[1], "targets")
+        inputs, targets = _inputs_and_targets(got)
         want_inputs, want_targets = multi_turn_mask(turns)
         ids = [i for p, r in turns for i in (*p, *r)]
         if inputs == ids:

@@ -21,7 +21,7 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
 from .checkpoint import CheckpointMismatch, checkpoint_path, load_checkpoint, save_checkpoint
 from .decoding import beam_search, greedy_decode, length_penalty, translate
 from .distributed import average_gradients, backend_for, shard, spawn
-from .instruct import IGNORE, ChatTemplate, encode_example, pad_examples
+from .instruct import IGNORE, ChatTemplate, encode_example, mask_prompt, pad_examples
 from .loop import History, TrainConfig, lr_factor, make_optimizer, noam_lr, train, train_step
 from .metrics import BleuDifference, bleu, bleu_difference, estimate_loss, exact_match
 from .pretrained import load_pretrained
@@ -72,6 +72,7 @@ __all__ = [
     "load_pretrained",
     "lr_factor",
     "make_optimizer",
+    "mask_prompt",
     "noam_lr",
     "pad_batch",
     "pad_examples",

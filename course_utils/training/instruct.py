@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .seq2seq import pad_batch
 
-__all__ = ["IGNORE", "ChatTemplate", "encode_example", "pad_examples"]
+__all__ = ["IGNORE", "ChatTemplate", "encode_example", "mask_prompt", "pad_examples"]
 
 IGNORE = -100  # a target that adds nothing to the loss: F.cross_entropy's default ignore_index
 
@@ -76,15 +76,18 @@ class ChatTemplate:
         return prompt_ids, [*tokenizer.encode(response, disallowed_special=()), special[self.end]]
 
 
+def mask_prompt(prompt_ids: Sequence[int], response_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+    """``(inputs, targets)`` of one example from its ids, each of length T: the inputs are the ids but the last, the
+    targets the ids shifted by one, with ``IGNORE`` wherever the next token still belongs to the prompt."""
+    ids = [*prompt_ids, *response_ids]
+    return ids[:-1], [IGNORE] * (len(prompt_ids) - 1) + list(response_ids)  # position t predicts ids[t + 1]
+
+
 def encode_example(
     tokenizer: SpecialTokenizer, template: ChatTemplate, prompt: str, response: str
 ) -> tuple[list[int], list[int]]:
-    """``(inputs, targets)`` of one pair, each of length T: the inputs are the text's ids but the last, the targets
-    the ids shifted by one, with ``IGNORE`` wherever the next token still belongs to the prompt."""
-    prompt_ids, response_ids = template.encode(tokenizer, prompt, response)
-    ids = prompt_ids + response_ids
-    targets = [IGNORE] * (len(prompt_ids) - 1) + response_ids  # position t predicts ids[t + 1]
-    return ids[:-1], targets
+    """``(inputs, targets)`` of one pair in ``template``: its ids, the loss masked on the prompt (``mask_prompt``)."""
+    return mask_prompt(*template.encode(tokenizer, prompt, response))
 
 
 def pad_examples(examples: Sequence[tuple[list[int], list[int]]], pad_id: int) -> tuple[Tensor, Tensor]:

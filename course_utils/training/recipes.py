@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
+from ..data.byte_bpe import END_OF_TEXT
 from ..model import GPTConfig, TransformerConfig
+from .instruct import ChatTemplate
 from .loop import TrainConfig
 
 __all__ = [
@@ -114,7 +116,7 @@ class ByteGPTRecipe(Recipe[GPTConfig]):
     ``special_tokens`` last."""
 
     vocab_size: int = 1024
-    special_tokens: tuple[str, ...] = ("<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>")
+    special_tokens: tuple[str, ...] = (END_OF_TEXT, *ChatTemplate().special_tokens)
 
 
 # Chapter 12's pretrained model, the one it adapts: chapter 07's CPU GPT with a context of 96 byte-level BPE tokens

@@ -81,6 +81,7 @@ from course_utils import (
     load_pretrained,
     load_tiny_shakespeare,
     lora_parameters,
+    mask_prompt,
     merge_lora,
     merge_pair,
     pad_batch,
@@ -603,8 +604,9 @@ def my_prompt_mask(prompt_ids, response_ids):
 check_prompt_mask(my_prompt_mask)
 
 # %% [markdown]
-# The package's `encode_example` builds that mask from a prompt and a response. Token by token, with the target of
-# each position:
+# The package's `mask_prompt` is that function, and `encode_example` applies it to a prompt and a response through the
+# template (section 6 applies `mask_prompt` to GPT-2's own template). Token by token, with the target of each
+# position:
 
 # %%
 inputs, targets = encode_example(tokenizer, template, "Count the words: a dog runs", "4")
@@ -663,12 +665,16 @@ assert max(gaps) < 1e-4
 
 
 # %% tags=["nbval-ignore-output"]
+def instruction_batch(pairs):
+    """Instruction pairs as one padded batch: inputs and targets, (B, T) each."""
+    return pad_examples([encode_example(tokenizer, template, p.prompt, p.response) for p in pairs], pad_id=END)
+
+
 @torch.no_grad()
 def score(model, pairs):
     """Exact match (every response token, <|end|> included, is the argmax) and the loss per response token."""
     model.eval()
-    x, y = pad_examples([encode_example(tokenizer, template, p.prompt, p.response) for p in pairs], pad_id=END)
-    x, y = x.to(device), y.to(device)  # (B, T)
+    x, y = (t.to(device) for t in instruction_batch(pairs))  # (B, T) each
     logits = model(x)[0]  # (B, T, V)
     answer = y != IGNORE
     right = ((logits.argmax(dim=-1) == y) | ~answer).all(dim=1)  # (B,)
@@ -716,8 +722,7 @@ def instruction_batches(pairs, batch_size, seed):
     """The pairs in a seeded order, as padded batches of (inputs, targets)."""
     order = random.Random(seed).sample(pairs, len(pairs))
     for start in range(0, len(order) - batch_size + 1, batch_size):
-        chunk = order[start : start + batch_size]
-        yield pad_examples([encode_example(tokenizer, template, p.prompt, p.response) for p in chunk], pad_id=END)
+        yield instruction_batch(order[start : start + batch_size])
 
 
 def tune(method, seed, steps=300, batch_size=16):
@@ -781,15 +786,19 @@ for run in (r for r in runs if r["seed"] == 0):
 
 # %% tags=["nbval-ignore-output"]
 def generate_answers(model, pairs, max_new_tokens=12):
-    """Greedy answers to the prompts: (the ids before <|end|>, whether <|end|> came) for each pair."""
+    """Greedy answers to the prompts, each (the ids before <|end|>, whether <|end|> came, whether that is the right
+    answer and then <|end|>)."""
     model.eval()
     out = []
     with torch.no_grad():
         for p in pairs:
-            prompt_ids, _ = template.encode(tokenizer, p.prompt, p.response)
+            prompt_ids, response_ids = template.encode(
+                tokenizer, p.prompt, p.response
+            )  # the response ends with <|end|>
             ids = model.generate(torch.tensor([prompt_ids], device=device), max_new_tokens, temperature=0)
             ids = ids[0, len(prompt_ids) :].tolist()
-            out.append((ids[: ids.index(END)], True) if END in ids else (ids, False))
+            answer, stopped = (ids[: ids.index(END)], True) if END in ids else (ids, False)
+            out.append((answer, stopped, stopped and [*answer, END] == response_ids))
     return out
 
 
@@ -797,15 +806,14 @@ checked = eval_sets["new inputs"][:50]
 tuned = runs[0]["model"]
 answers = {"pretrained": generate_answers(base, checked), "full, seed 0": generate_answers(tuned, checked)}
 for name, got in answers.items():
-    right = [ids == template.encode(tokenizer, p.prompt, p.response)[1][:-1] and done
-             for (ids, done), p in zip(got, checked)]  # fmt: skip
-    print(f"{name:13} ends with <|end|>: {sum(d for _, d in got):2} of 50; right: {sum(right):2} of 50")
-generated_right = [ids == template.encode(tokenizer, p.prompt, p.response)[1][:-1] and done
-                   for (ids, done), p in zip(answers["full, seed 0"], checked)]  # fmt: skip
+    print(
+        f"{name:13} ends with <|end|>: {sum(s for _, s, _ in got):2} of 50; right: {sum(r for _, _, r in got):2} of 50"
+    )
+generated_right = [right for _, _, right in answers["full, seed 0"]]
 teacher_forced = [score(tuned, [p])["exact"] == 1.0 for p in checked]
 print("one-pass exact match gives the same verdict on every example:", generated_right == teacher_forced)
 assert generated_right == teacher_forced
-for p, (before_ids, _), (after_ids, _) in list(zip(checked, answers["pretrained"], answers["full, seed 0"]))[:5]:
+for p, (before_ids, _, _), (after_ids, _, _) in list(zip(checked, answers["pretrained"], answers["full, seed 0"]))[:5]:
     print(f"{p.prompt!r:48} pretrained {tokenizer.decode(before_ids)!r:28} tuned {tokenizer.decode(after_ids)!r:16} "
           f"(right: {p.response!r})")  # fmt: skip
 
@@ -832,7 +840,7 @@ for p, (before_ids, _), (after_ids, _) in list(zip(checked, answers["pretrained"
 # %%
 response_loss = {m: [r["scores"]["new inputs"]["loss"] for r in runs if r["method"] == m] for m in METHODS}
 assert before["new inputs"]["exact"] == 0 and before["new phrasing"]["exact"] == 0
-assert sum(d for _, d in answers["pretrained"]) == 0 and sum(d for _, d in answers["full, seed 0"]) >= 45
+assert sum(s for _, s, _ in answers["pretrained"]) == 0 and sum(s for _, s, _ in answers["full, seed 0"]) >= 45
 assert all(r["scores"]["new inputs"]["loss"] < before["new inputs"]["loss"] / 2 for r in runs)
 assert max(response_loss["full"]) < min(response_loss["LoRA"])
 assert all(r["val"] > base_val_loss + 0.5 for r in runs)
@@ -945,10 +953,9 @@ def alpaca_example(pair, eot, max_len=256):
     """(inputs, targets) of one Alpaca pair in its plain-text template, the loss masked on the prompt."""
     prompt = f"### Instruction:\n{pair['instruction']}\n\n"
     prompt += f"### Input:\n{pair['input']}\n\n" if pair["input"] else ""
-    prompt_ids = gpt2_tokenizer.encode(prompt + "### Response:\n")
-    ids = (prompt_ids + gpt2_tokenizer.encode(pair["output"]) + [eot])[: max_len + 1]
-    targets = [IGNORE] * (len(prompt_ids) - 1) + ids[len(prompt_ids) :]
-    return ids[:-1], targets[:max_len]
+    inputs, targets = mask_prompt(gpt2_tokenizer.encode(prompt + "### Response:\n"),
+                                  [*gpt2_tokenizer.encode(pair["output"]), eot])  # fmt: skip
+    return inputs[:max_len], targets[:max_len]
 
 
 def tune_on_alpaca(released, alpaca, steps=300, batch_size=8):
