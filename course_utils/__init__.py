@@ -28,132 +28,140 @@ down this list, never up (``tests/test_structure.py``):
 ``__init__`` lists its modules.
 """
 
-from .data import (
-    GPT2_PATTERN,
-    BPETokenizer,
-    ByteBPE,
-    CharTokenizer,
-    DateTask,
-    bytes_to_unicode,
-    encode_pairs,
-    gpt2_files,
-    instruction_pairs,
-    learn_bpe,
-    learn_bpe_fast,
-    learn_bpe_incremental,
-    learn_merges,
-    load_gpt2_tokenizer,
-    load_multi30k,
-    load_tiny_shakespeare,
-    merge_pair,
-    pretokenize,
-    pretraining_texts,
-    random_batches,
-    random_windows,
-    reversal_pairs,
-    split_ids,
-    train_byte_bpe,
-)
-from .model import (
-    GPT,
-    GPT2_NAMES,
-    GPT2_PACKED,
-    LLAMA_NAMES,
-    CausalLM,
-    Decoder,
-    DecoderLayer,
-    Encoder,
-    EncoderLayer,
-    FeedForward,
-    GPTBlock,
-    GPTConfig,
-    GroupedQueryAttention,
-    KVCache,
-    LayerNorm,
-    Llama,
-    LlamaConfig,
-    LoRALinear,
-    MultiHeadAttention,
-    PositionalEncoding,
-    RMSNorm,
-    SequenceClassifier,
-    SwiGLU,
-    TorchTransformer,
-    Transformer,
-    TransformerConfig,
-    add_lora,
-    apply_rotary,
-    causal_mask,
-    expand_kv,
-    from_hf,
-    from_hf_state,
-    lora_parameters,
-    merge_lora,
-    packed_linear,
-    padding_mask,
-    record_attention,
-    scaled_dot_product_attention,
-    sinusoidal_encoding,
-    target_mask,
-)
-from .teaching import (
-    ProbeReport,
-    attention_chart,
-    attention_grid,
-    attention_heatmap,
-    batch_probe,
-    causality_probe,
-    dependency_heatmap,
-    equality_probe,
-    evaluation_curve,
-    loss_curve,
-    output_probe,
-    padding_probe,
-    position_probe,
-    positional_encoding_chart,
-    positional_encoding_heatmap,
-    positional_waves,
-    use_offline_charts,
-)
-from .training import (
-    BYTE_GPT,
-    DATE_TRANSFORMER,
-    IGNORE,
-    MULTI30K_QUICK,
-    MULTI30K_TRANSLATOR,
-    SHAKESPEARE_GPT_CPU,
-    SHAKESPEARE_GPT_GPU,
-    ChatTemplate,
-    CheckpointMismatch,
-    History,
-    Recipe,
-    TrainConfig,
-    average_gradients,
-    backend_for,
-    beam_search,
-    bleu,
-    bleu_difference,
-    checkpoint_path,
-    encode_example,
-    estimate_loss,
-    exact_match,
-    greedy_decode,
-    length_penalty,
-    load_checkpoint,
-    load_pretrained,
-    lr_factor,
-    mask_prompt,
-    noam_lr,
-    pad_batch,
-    pad_examples,
-    seq2seq_loss,
-    shard,
-    spawn,
-    train,
-    train_translator,
-    translate,
-)
-from .utils import count_parameters, get_device, gpu_branch, peak_memory, set_seed, synchronize
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names, for readers and type checkers; at run time __getattr__ below imports them on first use
+    from .data import (
+        GPT2_PATTERN,
+        BPETokenizer,
+        ByteBPE,
+        CharTokenizer,
+        DateTask,
+        bytes_to_unicode,
+        encode_pairs,
+        gpt2_files,
+        instruction_pairs,
+        learn_bpe,
+        learn_bpe_fast,
+        learn_bpe_incremental,
+        learn_merges,
+        load_gpt2_tokenizer,
+        load_multi30k,
+        load_tiny_shakespeare,
+        merge_pair,
+        pretokenize,
+        pretraining_texts,
+        random_batches,
+        random_windows,
+        reversal_pairs,
+        split_ids,
+        train_byte_bpe,
+    )
+    from .model import (
+        GPT,
+        GPT2_NAMES,
+        GPT2_PACKED,
+        LLAMA_NAMES,
+        CausalLM,
+        Decoder,
+        DecoderLayer,
+        Encoder,
+        EncoderLayer,
+        FeedForward,
+        GPTBlock,
+        GPTConfig,
+        GroupedQueryAttention,
+        KVCache,
+        LayerNorm,
+        Llama,
+        LlamaConfig,
+        LoRALinear,
+        MultiHeadAttention,
+        PositionalEncoding,
+        RMSNorm,
+        SequenceClassifier,
+        SwiGLU,
+        TorchTransformer,
+        Transformer,
+        TransformerConfig,
+        add_lora,
+        apply_rotary,
+        causal_mask,
+        expand_kv,
+        from_hf,
+        from_hf_state,
+        lora_parameters,
+        merge_lora,
+        packed_linear,
+        padding_mask,
+        record_attention,
+        scaled_dot_product_attention,
+        sinusoidal_encoding,
+        target_mask,
+    )
+    from .teaching import (
+        ProbeReport,
+        attention_chart,
+        attention_grid,
+        attention_heatmap,
+        batch_probe,
+        causality_probe,
+        dependency_heatmap,
+        equality_probe,
+        evaluation_curve,
+        loss_curve,
+        output_probe,
+        padding_probe,
+        position_probe,
+        positional_encoding_chart,
+        positional_encoding_heatmap,
+        positional_waves,
+        use_offline_charts,
+    )
+    from .training import (
+        BYTE_GPT,
+        DATE_TRANSFORMER,
+        IGNORE,
+        MULTI30K_QUICK,
+        MULTI30K_TRANSLATOR,
+        SHAKESPEARE_GPT_CPU,
+        SHAKESPEARE_GPT_GPU,
+        ChatTemplate,
+        CheckpointMismatch,
+        History,
+        Recipe,
+        TrainConfig,
+        average_gradients,
+        backend_for,
+        beam_search,
+        bleu,
+        bleu_difference,
+        checkpoint_path,
+        encode_example,
+        estimate_loss,
+        exact_match,
+        greedy_decode,
+        length_penalty,
+        load_checkpoint,
+        load_pretrained,
+        lr_factor,
+        mask_prompt,
+        noam_lr,
+        pad_batch,
+        pad_examples,
+        seq2seq_loss,
+        shard,
+        spawn,
+        train,
+        train_translator,
+        translate,
+    )
+    from .utils import count_parameters, get_device, gpu_branch, peak_memory, set_seed, synchronize
 
 __version__ = "0.2.0"
 
@@ -282,3 +290,26 @@ __all__ = [
     "translate",
     "use_offline_charts",
 ]
+
+
+@functools.cache
+def _exports() -> Any:
+    """The import statements under ``TYPE_CHECKING`` above, compiled: the one list of what this module re-exports."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    return compile(ast.Module(body=block.body, type_ignores=[]), __file__, "exec")
+
+
+def __getattr__(name: str) -> Any:
+    """The first name asked for imports every room, as ``import course_utils`` did before it was lazy; until then
+    ``course_utils.grade``, ``course_utils.checks`` and ``course_utils.remote`` (the grader, its runner and a kernel's
+    end of the link, each started once per graded notebook) load only what they use, not the plots' matplotlib or
+    the conversions' libraries. A name that is not exported, a room's among them, is left to the import system."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    exec(_exports(), globals())
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -146,7 +146,8 @@ def test_a_grader_told_to_stop_ends_every_run_and_reports_what_it_graded(tmp_pat
     stuck = f"import subprocess, time\nsubprocess.Popen(['sh', '-c', 'sleep 300; : {mark}'])\nwhile True:\n    time.sleep(1)\n"
     files = [honest(tmp_path), submission(tmp_path, causal=CAUSAL + CAUSAL_CALL, padding=stuck, name="eve.ipynb")]
     out = tmp_path / "grades.csv"
-    grader = _grader(tmp_path, files, "--csv", out, "--release", tiny_release, "--timeout", "120")
+    # one notebook at a time (the default runs one per core), so that bob's is graded before eve's gets stuck
+    grader = _grader(tmp_path, files, "--csv", out, "--release", tiny_release, "--timeout", "120", "--jobs", "1")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(mark in _cmdline(p) for p in Path("/proc").glob("[0-9]*")):
         time.sleep(0.2)  # until eve's notebook is stuck, which is after bob's was graded

@@ -159,3 +159,23 @@ def test_the_chapters_import_only_from_the_front_door_and_the_graders():
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course_utils")
     }
     assert imported - allowed == set()
+
+
+def test_the_graders_processes_load_only_what_they_use_and_a_name_loads_every_room():
+    """The grader, its runner and a kernel's end of the link start once per graded notebook: importing them must not
+    load the plots (matplotlib) or the conversions' libraries. The first name taken from ``course_utils`` imports
+    every room, as an eager package would (the plots' settings included)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "import course_utils.grade, course_utils.checks, course_utils.remote\n"
+        "print(sorted(m for m in ('matplotlib', 'transformers', 'course_utils.teaching') if m in sys.modules))\n"
+        "from course_utils import set_seed\n"
+        "print(all(f'course_utils.{r}' in sys.modules for r in ('data', 'model', 'teaching', 'training', 'utils')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True"], done.stdout + done.stderr
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        course_utils.not_a_name  # noqa: B018
