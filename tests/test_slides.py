@@ -158,3 +158,24 @@ def test_the_speaker_notes_carry_every_part_of_the_lesson_plans_script_with_its_
         page = (decks / f"{plan.stem}.html").read_text()
         cues = re.findall(r'<div class="cue"><p><b>minutes (\d+)–(\d+) · ', page)
         assert cues == parts and parts, plan.stem  # every part, once, in the plan's order
+
+
+def test_a_sections_later_cues_go_where_their_topics_begin():
+    """A section's first cue is on its first slide; each later one on the slide of the first ### heading after the
+    previous cue's that shares a word with its name, or of the first text holding a name it quotes; else beside the
+    cue before it."""
+    build = _tool("build_slides")
+    Slide, Piece = build.Slide, build.Piece
+    slides = [
+        Slide([Piece("<h2>1. Tokens</h2><p>Bytes first; merges and scoring come later.</p>", 100)]),
+        Slide([Piece("<p>Your turn: <code>my_byte_table</code></p>", 100)]),
+        Slide([Piece("<h3>Pieces: where merges never cross</h3>", 100), Piece("<h3>Scoring, by rank</h3>", 50)]),
+        Slide([Piece("<p>Predict, then run.</p><pre>my_prediction = None</pre>", 100)]),
+    ]
+    labels = ["`my_byte_table`", "§1 Pieces and merges", "§1 The scores", "§1 Nothing named here", "§1 Prediction"]
+    notes = [f'<div class="cue">{label}</div>' for label in labels]
+    slides[2].notes.append("<p>a solution</p>")
+    build.place_cues(slides, notes, labels)
+    where = {label: k for k, s in enumerate(slides) for n, label in zip(notes, labels) if n in s.notes}
+    assert where == {labels[0]: 1, labels[1]: 2, labels[2]: 2, labels[3]: 2, labels[4]: 3}
+    assert slides[2].notes[:3] == notes[1:4] and slides[2].notes[3] == "<p>a solution</p>"  # cues before other notes

@@ -349,6 +349,42 @@ def lesson_cues(stem: str, sections: set[str]) -> dict[str, list[tuple[str, str]
     return cues
 
 
+STOPWORDS = {"the", "and", "its", "what", "with", "from", "that", "this", "then", "into", "each", "over", "when"}
+
+
+def _stems(text: str) -> set[str]:
+    """The first four letters of each word of four letters or more: ``"scores"`` and ``"Scoring"`` meet."""
+    return {w[:4] for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in STOPWORDS}
+
+
+def _plain(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
+def place_cues(slides: list[Slide], later: list[str], labels: list[str]) -> None:
+    """Put a section's later cues (its first is on its first slide) each on the slide where its topic begins: the
+    first ``###`` heading after the previous cue's that shares a word with the cue's name (``§4 The untuned scores``
+    finds ``Scoring: ...``), or the first text that holds a name it quotes in backticks (``my_byte_table``; a
+    prediction's, ``my_prediction``, for a part named "Prediction"). A cue
+    that finds neither goes with the one before it, as the plan's part names none of the deck's headings."""
+    marks = []  # (slide, whether a ### heading, its text), in the order the class sees them
+    for number, slide in enumerate(slides):
+        for piece in slide.pieces:
+            marks += [(number, True, _plain(h)) for h in re.findall(r"<h3[^>]*>(.*?)</h3>", piece.html, re.DOTALL)]
+            marks.append((number, False, _plain(piece.html)))
+    cursor, at = -1, 0
+    for note, label in zip(later, labels, strict=True):
+        quoted = re.findall(r"`([^`]+)`", label) + ["my_prediction"] * bool(re.search(r"\bPrediction\b", label, re.I))
+        topic = _stems(re.sub(r"`[^`]*`", "", re.split(r";", re.sub(r"^§\d+\s*", "", label))[0]))
+        for k in range(cursor + 1, len(marks)):
+            number, heading, text = marks[k]
+            if any(name in text for name in quoted) or (heading and topic & _stems(text)):
+                cursor, at = k, number
+                break
+        cued = sum(n.startswith('<div class="cue">') for n in slides[at].notes)
+        slides[at].notes.insert(cued, note)
+
+
 def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
     """The deck's HTML, and its number of slides."""
     complete = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
@@ -382,6 +418,14 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             for name, text in cues.pop(target, [])
         ]
 
+    later: dict[int, tuple[list[str], list[str]]] = {}  # a section's cues after its first: placed once it is built
+
+    def section_script(target: str) -> list[str]:
+        labels = [name.split(" · ", 1)[1] for name, _ in cues.get(target, [])]
+        notes = script(target)
+        later[len(sections) - 1] = (notes[1:], labels[1:])
+        return notes[:1]
+
     def discussion_slide() -> None:
         questions = "".join(f"<li>{md.renderInline(q)}</li>" for q, _ in discussion)
         answers = "".join(f"<p><b>{md.renderInline(q)}</b></p>{md.render(a)}" for q, a in discussion)
@@ -410,7 +454,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 new_section()
                 section_title = heading.group(2) if heading else section_title
                 if heading and heading.group(1) == "##":
-                    sections[-1][0].notes += script(_part_key(section_title))
+                    sections[-1][0].notes += section_script(_part_key(section_title))
                 if heading and heading.group(1) == "#":
                     title = heading.group(2)
             for i, block in enumerate(blocks):
@@ -474,6 +518,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             answer_note = ""
     if not discussed:
         discussion_slide()
+    for index, (notes, labels) in later.items():
+        place_cues(sections[index], notes, labels)
 
     body = []
     count = 0
