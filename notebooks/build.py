@@ -310,9 +310,26 @@ def altair_spec(output: dict) -> dict | None:
     return spec
 
 
+def projector_panels(spec: dict, twin: bytes) -> list[str]:
+    """Each choice of a chart's dropdown alone, its labels drawn at 18 px, for the decks (tools/build_slides.py),
+    where the twin's grid of every choice, shown as large as a slide allows, would shrink them below that; else []."""
+    import struct
+
+    from course_utils.teaching._vega import choice_specs, to_png
+    from course_utils.teaching.plots import CHART_TEXT, SLIDE_MAX_SCALE, SLIDE_ROOM, SLIDE_TEXT_PX, palette_png
+
+    width, height = struct.unpack(">II", twin[16:24])  # a PNG's header
+    label = CHART_TEXT["labelFontSize"]
+    choices = choice_specs(spec)
+    if len(choices) < 2 or label * min(SLIDE_MAX_SCALE, SLIDE_ROOM[0] / width, SLIDE_ROOM[1] / height) >= SLIDE_TEXT_PX:
+        return []
+    return [base64.b64encode(palette_png(to_png(one, scale=SLIDE_TEXT_PX / label))).decode() for one in choices]
+
+
 def add_static_twins(nb: nbformat.NotebookNode) -> int:
-    """Put a PNG rendering after every Altair chart output (every choice of its dropdown, if it has one);
-    returns how many were added."""
+    """Put a PNG rendering after every Altair chart output (every choice of its dropdown, if it has one), with each
+    choice alone for the decks where the grid would be too small there (``projector_panels``); returns how many
+    were added."""
     from course_utils.teaching._vega import static_png
 
     added = 0
@@ -327,8 +344,13 @@ def add_static_twins(nb: nbformat.NotebookNode) -> int:
             spec = altair_spec(output)
             if spec is None:
                 continue
-            png = base64.b64encode(static_png(spec)).decode()
-            outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png}, metadata={TWIN: True}))
+            twin = static_png(spec)
+            metadata = {TWIN: True}
+            panels = projector_panels(spec, twin)
+            if panels:
+                metadata["projector_panels"] = panels
+            png = base64.b64encode(twin).decode()
+            outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png}, metadata=metadata))
             added += 1
         cell.outputs = outputs
     return added

@@ -332,3 +332,27 @@ def test_the_notebooks_own_figures_are_narrow_enough_to_stay_legible_projected()
     assert widths
     too_wide = [(name, width) for name, width in widths if 11 * 100 / 72 * 900 / (width * 100) < 12]
     assert not too_wide, too_wide
+
+
+def test_a_grid_too_small_for_a_slide_comes_with_each_panel_alone_legible_there():
+    """A deck shows a grid as large as a 1280 x 800 slide allows; where its labels would fall below 18 px there
+    (chapter 07's four heads of a 24-character line), each panel is drawn alone for a slide of its own, in the
+    output's metadata, with labels of 18 px or more at the size it is shown (at most 680 px tall)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    torch.manual_seed(0)
+    line = [f"{c}" for c in "HAMLET:_To_be,_or_not_to"]
+    grid = plots.attention_grid(torch.rand(4, 24, 24).softmax(-1), line, titles=[f"head {h}" for h in range(4)])
+    data, metadata = grid._repr_mimebundle_()
+    assert data == {} and len(metadata["projector_panels"]) == 4  # the PNG itself: the notebook's usual one
+    height = Image.open(io.BytesIO(base64.b64decode(metadata["projector_panels"][0]))).height
+    assert height <= 680
+    alone = plots.panel_figure(*grid.panels[0])
+    assert _smallest_text_px(alone, 1240) >= 18, f"{_smallest_text_px(alone, 1240):.1f} px"
+    shared = {vmax for *_, vmax in grid.panels}
+    assert len(shared) == 1  # one colour scale, as in the grid
+    small = plots.attention_grid(torch.rand(2, 6, 6).softmax(-1), list("abcdef"))
+    assert small.panels == [] and small._repr_mimebundle_() == ({}, {})

@@ -333,3 +333,28 @@ def test_the_predictions_answers_are_spread_over_the_letters():
         for cell in nbformat.read(path, as_version=4).cells:
             if "exercise" not in cell.metadata.get("tags", []):
                 assert not re.search(r'my_prediction = "[a-d]"', cell.source), (path.name, cell.source[:80])
+
+
+def test_a_charts_choices_too_small_together_on_a_slide_are_drawn_alone_for_the_decks():
+    """The static twin of a chart with a dropdown shows every choice in a grid; shown on a slide, a grid of four
+    heads of 24 tokens would shrink the charts' 12-px labels below 18 px, so each head is drawn alone at 1.5 times
+    (18-px labels) for a slide of its own. Two heads of 5 tokens need none."""
+    import base64
+    import io
+
+    import torch
+    from PIL import Image
+
+    from course_utils import attention_chart
+    from course_utils.teaching._vega import static_png, to_png
+
+    builder = load_builder()
+    tokens = [f"t{i}" for i in range(24)]
+    spec = attention_chart(torch.rand(4, 24, 24).softmax(-1), tokens, head_names=list("abcd")).to_dict()
+    panels = builder.projector_panels(spec, static_png(spec))
+    assert len(panels) == 4
+    first = Image.open(io.BytesIO(base64.b64decode(panels[0])))
+    one = Image.open(io.BytesIO(to_png(spec)))
+    assert abs(first.width - 1.5 * one.width) <= 2  # every label 1.5 times its 12 px
+    small = attention_chart(torch.rand(2, 5, 5).softmax(-1), list("abcde"), head_names=["a", "b"]).to_dict()
+    assert builder.projector_panels(small, static_png(small)) == []

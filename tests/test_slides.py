@@ -179,3 +179,57 @@ def test_a_sections_later_cues_go_where_their_topics_begin():
     where = {label: k for k, s in enumerate(slides) for n, label in zip(notes, labels) if n in s.notes}
     assert where == {labels[0]: 1, labels[1]: 2, labels[2]: 2, labels[3]: 2, labels[4]: 3}
     assert slides[2].notes[:3] == notes[1:4] and slides[2].notes[3] == "<p>a solution</p>"  # cues before other notes
+
+
+def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
+    """An output whose metadata holds ``projector_panels`` (a grid too small on a slide) is shown panel by panel,
+    each alone on its slide at its own size (drawn for it), not the grid."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    build = _tool("build_slides")
+
+    def png(width, height):
+        buffer = io.BytesIO()
+        Image.new("RGB", (width, height), "white").save(buffer, format="PNG")
+        return base64.b64encode(buffer.getvalue()).decode()
+
+    grid, panel = png(1200, 1150), png(700, 630)
+    output = nbformat.v4.new_output(
+        "display_data", data={"image/png": grid}, metadata={"projector_panels": [panel] * 3}
+    )
+    cell = nbformat.v4.new_code_cell("attention_grid(w)", outputs=[output])
+    pieces = build.output_pieces(cell)
+    assert len(pieces) == 3 and all(panel in p.html and grid not in p.html for p in pieces)
+    assert all('style="width: 700px; height: 630px"' in p.html and p.height == build.BUDGET for p in pieces)
+    plain = build.output_pieces(nbformat.v4.new_code_cell("plot()", outputs=[{**output, "metadata": {}}]))
+    assert len(plain) == 1 and grid in plain[0].html
+
+
+def test_a_long_paragraph_shows_its_first_sentences_and_the_notes_keep_the_rest():
+    build = _tool("build_slides")
+    first = "Layer norms (e.g. Ba et al. 2016) rescale each vector, and a slide says that much in one sentence."
+    rest = "The notebook goes on, " + "at length, " * 20 + "about why. And more."
+    shown, kept = build.slide_paragraph(f"{first} {rest}")
+    assert (shown, kept) == (first, rest)  # cut between sentences, not after "e.g." or "al."
+    for block in (
+        "- a list " * 40,
+        "| a | table |\n| - | - |\n" + "| x | y |\n" * 30,
+        "## " + "heading " * 40,
+        "short.",
+    ):
+        assert build.slide_paragraph(block) == (block, "")
+    one_long = "A single sentence " + "that runs on " * 30 + "to its end."
+    assert build.slide_paragraph(one_long) == (one_long, "")
+
+
+@SLOW
+def test_the_decks_cut_long_paragraphs_but_never_a_polls_question_or_choices(decks):
+    page = (decks / "07_gpt.html").read_text()
+    assert "<i>The chapter goes on:</i>" in page
+    slide = next(
+        s for s in re.findall(r"<section>(?!<section>)(.*?)</section>", page, re.DOTALL) if "Predict, then run" in s
+    )
+    assert all(f"({letter})" in slide.split("<aside")[0] for letter in "abcd")

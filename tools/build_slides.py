@@ -116,6 +116,7 @@ CHARS_PER_LINE = 105  # of prose at the deck's font size, on a 1280-px slide
 LINE = 32  # px per line of prose
 CODE_LINE = 23  # px per line of code or output
 CODE_MAX, OUTPUT_MAX, IMAGE_MAX = 330, 250, 560  # the boxes' max-height in slides.css; a figure's height
+PANEL_MAX = 680  # a grid's panel, alone on its slide below the section's line
 PREDICTION_ROOM = 120  # a prediction's cell (two lines of code) below its question and choices
 
 
@@ -139,6 +140,21 @@ def _prose_height(block: str) -> int:
     return 18 + sum(
         LINE * max(1, -(-len(" ".join(t.split())) // (CHARS_PER_LINE - 4 * (len(items) > 1)))) for t in text
     )
+
+
+SLIDE_PARAGRAPH = 240  # characters of a paragraph a slide shows (about two and a half lines): whole sentences
+SENTENCE_END = re.compile(r"(?<![.]\w)(?<!\be\.g)(?<!\bi\.e)(?<!\bal)(?<!\bvs)(?<!\bcf)[.?!]\)?\s+(?=[A-Z`$*(\"“])")
+
+
+def slide_paragraph(block: str) -> tuple[str, str]:
+    """What a slide says of a long paragraph, and the rest, for the speaker notes: its first sentences, as many as
+    fit in ``SLIDE_PARAGRAPH`` characters (one at least); the notebook keeps the whole. A block that is not a
+    plain paragraph (a heading, list, table, formula, quote, figure or HTML) is shown whole."""
+    if len(block) <= SLIDE_PARAGRAPH or re.match(r"\s*([#|>*<!-]|\d+[.)]\s|\$\$|```)", block):
+        return block, ""
+    ends = [m.end() for m in SENTENCE_END.finditer(block)]
+    cut = max([e for e in ends if e <= SLIDE_PARAGRAPH] or ends[:1] or [len(block)])
+    return block[:cut].rstrip(), block[cut:].strip()
 
 
 def _blocks(source: str) -> list[str]:
@@ -227,17 +243,20 @@ def output_pieces(cell: Any) -> list[Piece]:
         data = output.get("data", {})
         if "image/png" in data:
             flush()
-            raw = base64.b64decode(_text(data["image/png"]))
-            width, height = _png_size(raw)
-            dpi_scale = 0.5 if width > 1400 else 1.0  # retina-sized figures
-            natural_w, natural_h = width * dpi_scale, height * dpi_scale
-            # as large as the slide allows, up to 1.5 times the notebook's size: legible from the back of a room
-            scale = min(1.5, 1240 / natural_w, IMAGE_MAX / natural_h)
-            shown_w, shown_h = int(natural_w * scale), int(natural_h * scale)
-            pieces.append(
-                Piece(f'<img class="figure" style="width: {shown_w}px; height: {shown_h}px" '
-                      f'src="data:image/png;base64,{_text(data["image/png"])}" alt="figure">', shown_h + 12)
-            )  # fmt: skip
+            # A grid whose labels would be too small on a slide comes with each panel drawn alone for one
+            # (course_utils' attention_grid): one to a slide, each as tall as the slide allows.
+            panels = output.get("metadata", {}).get("projector_panels") or []
+            for png in panels or [_text(data["image/png"])]:
+                width, height = _png_size(base64.b64decode(png))
+                dpi_scale = 0.5 if width > 1400 else 1.0  # retina-sized figures
+                natural_w, natural_h = width * dpi_scale, height * dpi_scale
+                # as large as the slide allows, up to 1.5 times the notebook's size: legible from the back of a room
+                scale = min(1.0 if panels else 1.5, 1240 / natural_w, (PANEL_MAX if panels else IMAGE_MAX) / natural_h)
+                shown_w, shown_h = int(natural_w * scale), int(natural_h * scale)
+                pieces.append(
+                    Piece(f'<img class="figure" style="width: {shown_w}px; height: {shown_h}px" '
+                          f'src="data:image/png;base64,{png}" alt="figure">', BUDGET if panels else shown_h + 12)
+                )  # fmt: skip
         elif "text/html" in data and "vega" in _text(data["text/html"]):
             continue  # an interactive chart: its PNG twin follows
         elif "text/plain" in data:
@@ -446,6 +465,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             heading = re.match(r"^(#{1,2}) (.*)", blocks[0]) if blocks else None
             # before a prediction's cell: its question (the paragraph that says to predict) and its choices
             poll = k + 1 < len(cells) and "check_prediction(" in cells[k + 1][0].source
+            exercise_next = k + 1 < len(cells) and "exercise" in cells[k + 1][0].metadata.get("tags", [])
             asked = next((i for i, b in enumerate(blocks) if re.search(r"\bpredict", b, re.I)), None) if poll else None
             if heading and not discussed and heading.group(2).strip() in CLOSING_SECTIONS:
                 discussion_slide()  # after the chapter's last section, before its pitfalls, summary and exercises
@@ -475,7 +495,15 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                     sections[-1].append(
                         Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])
                     )
-                place(Piece(md.render(block), _prose_height(block)))
+                # A long paragraph is cut to its first sentences on the slide, the rest in the speaker notes; not a
+                # poll's question or choices, nor the instructions of the exercise that follows (the cell's last
+                # paragraph, or one that names the student's function), nor the closing sections.
+                instructions = exercise_next and asked is None and (i == len(blocks) - 1 or "my_" in block)
+                whole = instructions or section_title.strip() in CLOSING_SECTIONS or (asked is not None and i >= asked)
+                shown, rest = (block, "") if whole else slide_paragraph(block)
+                place(Piece(md.render(shown), _prose_height(shown)))
+                if rest:
+                    sections[-1][-1].notes.append(f"<p><i>The chapter goes on:</i> {md.renderInline(rest)}</p>")
             continue
         if cell.cell_type != "code":
             continue

@@ -63,31 +63,41 @@ def to_png(spec: dict[str, Any], scale: float = 1.0) -> bytes:
     return png
 
 
-def static_png(spec: dict[str, Any], max_width: int = 1000) -> bytes:
-    """A static image of an interactive chart that shows everything the chart can show: when a dropdown picks
-    what is drawn (a head, a layer), one panel per choice, titled with it, in a grid at most ``max_width`` pixels
-    wide (as many columns as fit); else the chart itself. A title's "(pick ...)" hint is dropped: no menu here."""
+def choice_specs(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chart once per choice of its dropdown (a head, a layer), titled with it; ``[spec]`` when it has none.
+    A title's "(pick ...)" hint is dropped: no menu on a static image."""
     picks = [p for p in spec.get("params", []) if p.get("bind", {}).get("input") == "select"]
     if not picks:
-        return to_png(spec)
+        return [spec]
     if len(picks) > 1:
         raise ValueError("a static image can show every choice of one dropdown, not of several")
-    import io
-
-    from PIL import Image
-
     pick = picks[0]
     options = pick["bind"]["options"]
     labels = pick["bind"].get("labels") or [str(o) for o in options]
     title = spec.get("title", "")
     title = title.get("text", "") if isinstance(title, dict) else title
     title = re.sub(r"\s*\([^()]*\bpick\b[^()]*\)", "", str(title))
-    panels = []
+    specs = []
     for option, label in zip(options, labels):
         one = copy.deepcopy(spec)
         next(p for p in one["params"] if p["name"] == pick["name"])["value"] = option
         one["title"] = f"{title}: {label}" if title else str(label)
-        panels.append(Image.open(io.BytesIO(to_png(one))).convert("RGB"))
+        specs.append(one)
+    return specs
+
+
+def static_png(spec: dict[str, Any], max_width: int = 1000) -> bytes:
+    """A static image of an interactive chart that shows everything the chart can show: when a dropdown picks
+    what is drawn (a head, a layer), one panel per choice, titled with it, in a grid at most ``max_width`` pixels
+    wide (as many columns as fit); else the chart itself. A title's "(pick ...)" hint is dropped: no menu here."""
+    specs = choice_specs(spec)
+    if len(specs) == 1 and specs[0] is spec:
+        return to_png(spec)
+    import io
+
+    from PIL import Image
+
+    panels = [Image.open(io.BytesIO(to_png(one))).convert("RGB") for one in specs]
     width, height = max(p.width for p in panels), max(p.height for p in panels)
     columns = max(1, min(len(panels), max_width // width))
     rows = -(-len(panels) // columns)

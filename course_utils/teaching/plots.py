@@ -162,6 +162,63 @@ def attention_heatmap(
 
 
 GRID_MAX_WIDTH = 12.0  # inches: wider figures are shrunk to the notebook's width, and their labels with them
+# A deck's slide (tools/build_slides.py): 1280 x 800 px, of which a figure gets about 1240 x 620 below the section's
+# line, shown at most 1.5 times its size. Text on a projected slide should be 18 px or more (read from the back).
+SLIDE_ROOM, SLIDE_MAX_SCALE, SLIDE_TEXT_PX = (1240, 620), 1.5, 18
+PANEL_HEIGHT = 6.2  # inches at 100 dpi: one panel alone fills a slide's height
+PANEL_TEXT = 15.0  # points: 21 px at 100 dpi
+
+
+class PanelGrid(Figure):
+    """``attention_grid``'s figure. Displayed in a notebook it is drawn as any figure; where its labels would be
+    smaller than 18 px on a slide (a grid of long sequences), each panel is drawn once more, alone and sized for a
+    slide, into the output's metadata (``projector_panels``: base64 PNGs). The decks show those one to a slide;
+    Jupyter and the website show the grid."""
+
+    panels: list[tuple[np.ndarray, list[str], list[str], str, float]]
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        panels = getattr(self, "panels", [])
+        return {}, ({"projector_panels": [_png(panel_figure(*panel)) for panel in panels]} if panels else {})
+
+
+def palette_png(png: bytes) -> bytes:
+    """A PNG in 256 colours: a tenth of the bytes of a chart's or heatmap's full-colour image, which a notebook
+    stores in its output's metadata for the slides alone."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(png)).convert("RGB").quantize(256).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def _png(fig: Figure) -> str:
+    import base64
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return base64.b64encode(palette_png(buffer.getvalue())).decode()
+
+
+def panel_figure(w: np.ndarray, keys: list[str], queries: list[str], title: str, vmax: float) -> Figure:
+    """One panel of a grid alone, for a slide: about 620 px tall at 100 dpi, on the grid's colour scale; its labels
+    21 px, or a row's height where rows are many (18 px for 24 rows)."""
+    cells = PANEL_HEIGHT - 1.5  # inches of the heatmap itself: the title, the keys and their label take the rest
+    size = min(PANEL_TEXT, 0.95 * cells * 72 / max(len(queries), len(keys)))  # points: a row's height at most
+    width = min(GRID_MAX_WIDTH, 2.2 + cells * len(keys) / len(queries))  # square cells, the colour bar beside
+    fig, ax = plt.subplots(figsize=(width, PANEL_HEIGHT), dpi=100, layout="constrained")
+    with mpl.rc_context({"font.size": PANEL_TEXT}):
+        image = _draw_heatmap(ax, w, keys, queries, title, annotate=False, vmax=vmax)
+        ax.tick_params(labelsize=size)
+        for label in (ax.xaxis.label, ax.yaxis.label):
+            label.set_fontsize(PANEL_TEXT)
+        bar = fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
+        bar.ax.tick_params(labelsize=PANEL_TEXT)  # ticks are drawn later, with the settings of that time
+    plt.close(fig)
+    return fig
 
 
 def attention_grid(
@@ -184,9 +241,8 @@ def attention_grid(
     panel = (1.0 + 0.22 * len(keys), 0.9 + 0.22 * len(queries))  # about 0.22 inch a token: labels stay readable
     ncols = max(1, min(ncols, n, int(GRID_MAX_WIDTH // panel[0])))
     nrows = -(-n // ncols)
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(panel[0] * ncols + 0.8, panel[1] * nrows + 0.4), layout="constrained", squeeze=False
-    )
+    size = (panel[0] * ncols + 0.8, panel[1] * nrows + 0.4)
+    fig, axes = plt.subplots(nrows, ncols, figsize=size, layout="constrained", squeeze=False, FigureClass=PanelGrid)
     shared_max = max(1e-9, float(w.max()))
     image = None
     for i, ax in enumerate(axes.flat):
@@ -208,6 +264,12 @@ def attention_grid(
         )
     if suptitle:
         fig.suptitle(suptitle)
+    # its tick labels' size on a slide, where the whole grid is shown as large as the slide allows
+    on_slide = min(SLIDE_MAX_SCALE, *(room / (inches * fig.dpi) for room, inches in zip(SLIDE_ROOM, size)))
+    projected = mpl.rcParams["font.size"] * fig.dpi / 72 * on_slide
+    scales = [max(1e-9, float(w[i].max())) if per_panel_scale else shared_max for i in range(n)]
+    assert isinstance(fig, PanelGrid)
+    fig.panels = [(w[i], keys, queries, titles[i], scales[i]) for i in range(n)] if projected < SLIDE_TEXT_PX else []
     plt.close(fig)
     return fig
 

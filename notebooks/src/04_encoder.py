@@ -434,8 +434,9 @@ for name, model in sorters.items():
     assert abs(loss[0] - uniform) < 0.3  # an untrained sorter starts near ln 10
 
 stuck = histories["post-norm, no warm-up"].loss
-settled = next((i + 1 for i in range(len(stuck)) if all(abs(v - uniform) < 0.05 for v in stuck[i:])), None)
-print(f"\npost-norm, no warm-up: loss within 0.05 of ln 10 from step {settled} to the end")
+# within 0.1: a collapsed model's batch losses still scatter around ln 10, by a few hundredths (0.06 seen)
+settled = next((i + 1 for i in range(len(stuck)) if all(abs(v - uniform) < 0.1 for v in stuck[i:])), None)
+print(f"\npost-norm, no warm-up: loss within 0.1 of ln 10 from step {settled} to the end")
 assert settled is not None and settled <= 50  # stuck at ln 10 for (at least) the second half of the run
 # what the prediction above asked: which runs learn
 assert final["post-norm, no warm-up"] > 2.2 and sequences["post-norm, no warm-up"] == 0

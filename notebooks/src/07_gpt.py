@@ -426,6 +426,7 @@ for ax, temperature in zip(axes, (0.5, 1.0, 2.0)):
     ax.bar([repr(tokenizer.itos[i])[1:-1] for i in top.tolist()], probs[top].cpu())
     ax.set_title(f"temperature {temperature}")
     ax.set_xlabel("next character")
+    ax.tick_params(axis="x", labelsize=16)  # the characters are what the chart is about
 axes[0].set_ylabel("probability")
 plt.close(fig)
 fig

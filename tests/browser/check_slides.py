@@ -3,7 +3,7 @@
 For each deck it fails on a request that failed or left the machine, a console or script error, a deck that is not
 a deck (reveal.js did not start), raw LaTeX on a slide (``$$``, ``\\frac``...: a formula not drawn), a MathML error,
 an image that did not load, and a slide whose content is taller or wider than the 1280×800 canvas, except inside
-the boxes that scroll on purpose (``.scroll``: long code and output). It checks that no solution and no prediction
+the boxes that scroll on purpose (``.scroll``: long code and output), and code or output smaller than 16 px. It checks that no solution and no prediction
 answer is on a slide (they are in the speaker notes), and that the speaker notes are there. It saves a screenshot of
 every slide of the chapter 04 deck, and the first slide of each other, in build/slides-check/, with a JSON report.
 
@@ -70,6 +70,9 @@ INSPECT = """() => {
       orphan: (() => { const kids = Array.from(s.children).filter(e => e.tagName !== "ASIDE");
                        const last = kids[kids.length - 1];
                        return kids.length > 1 && !!last && /^H[1-4]$/.test(last.tagName) ? last.textContent.slice(0, 60) : null; })(),
+      // the smallest code or printed output on the slide, in CSS pixels of the 1280 x 800 slide
+      code_px: Math.min(...Array.from(s.querySelectorAll(":scope > .code pre, :scope > pre.output"))
+                            .map(e => parseFloat(getComputedStyle(e).fontSize)), 99),
       prediction_shown: /my_prediction\\s*=\\s*["']/.test(Array.from(s.querySelectorAll(":scope > *:not(aside)"))
                                                           .map(e => e.textContent).join(" ")),
     });
@@ -132,6 +135,8 @@ def main() -> int:
                 failures.append(f"{name}: the speaker-notes plugin is not loaded: `s` would open nothing")
             for s in found["slides"]:
                 where = f"{name} #/{s['slide']}"
+                if s["code_px"] < 16:
+                    failures.append(f"{where}: code of {s['code_px']} px: the back of the room reads 16 px or more")
                 if s["bottom"] > found["height"] + 1:
                     failures.append(f"{where}: {s['bottom']} px tall, the screen has {found['height']}")
                 if s["right"] > found["width"] + 1:
