@@ -334,6 +334,7 @@ def test_the_notebooks_own_figures_are_narrow_enough_to_stay_legible_projected()
     assert not too_wide, too_wide
 
 
+@pytest.mark.slow  # a few seconds: draws the panels
 def test_a_grid_too_small_for_a_slide_comes_with_each_panel_alone_legible_there():
     """A deck shows a grid as large as a 1280 x 800 slide allows; where its labels would fall below 18 px there
     (chapter 07's four heads of a 24-character line), each panel is drawn alone for a slide of its own, in the

@@ -335,6 +335,7 @@ def test_the_predictions_answers_are_spread_over_the_letters():
                 assert not re.search(r'my_prediction = "[a-d]"', cell.source), (path.name, cell.source[:80])
 
 
+@pytest.mark.slow  # a few seconds: draws the panels
 def test_a_charts_choices_too_small_together_on_a_slide_are_drawn_alone_for_the_decks():
     """The static twin of a chart with a dropdown shows every choice in a grid; shown on a slide, a grid of four
     heads of 24 tokens would shrink the charts' 12-px labels below 18 px, so each head is drawn alone at 1.5 times

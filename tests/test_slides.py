@@ -161,9 +161,9 @@ def test_the_speaker_notes_carry_every_part_of_the_lesson_plans_script_with_its_
 
 
 def test_a_sections_later_cues_go_where_their_topics_begin():
-    """A section's first cue is on its first slide; each later one on the slide of the first ### heading after the
-    previous cue's that shares a word with its name, or of the first text holding a name it quotes; else beside the
-    cue before it."""
+    """A section's first cue is on its first slide; each later one on the slide of the first text holding a name its
+    title quotes, or of the first ### heading after the previous cue's that shares a word with its title, or of the
+    first text holding the first name its script quotes; else as far on as its minutes are into the section's rest."""
     build = _tool("build_slides")
     Slide, Piece = build.Slide, build.Piece
     slides = [
@@ -171,14 +171,26 @@ def test_a_sections_later_cues_go_where_their_topics_begin():
         Slide([Piece("<p>Your turn: <code>my_byte_table</code></p>", 100)]),
         Slide([Piece("<h3>Pieces: where merges never cross</h3>", 100), Piece("<h3>Scoring, by rank</h3>", 50)]),
         Slide([Piece("<p>Predict, then run.</p><pre>my_prediction = None</pre>", 100)]),
+        Slide([Piece("<pre>learn_bpe(lines, 500)</pre>", 100)]),
+        Slide([Piece("<p>a table</p>", 100)]),
+        Slide([Piece("<p>another table</p>", 100)]),
     ]
-    labels = ["`my_byte_table`", "§1 Pieces and merges", "§1 The scores", "§1 Nothing named here", "§1 Prediction"]
-    notes = [f'<div class="cue">{label}</div>' for label in labels]
+    parts = [
+        ("minutes 0–10 · §1 Tokens", "Say: bytes."),
+        ("minutes 10–20 · `my_byte_table`", "In-class exercise."),
+        ("minutes 20–30 · §1 Pieces and merges", "Run live."),
+        ("minutes 30–32 · §1 The scores", "Run live."),
+        ("minutes 32–40 · Prediction", "Poll."),
+        ("minutes 40–44 · §1 The trainer", "Run live: `learn_bpe` against the other."),
+        ("minutes 44–48 · §1 What it learned", "Say what the tables say."),
+        ("minutes 48–50 · §1 Nothing found", "Say."),
+    ]
+    notes = [f'<div class="cue">{name}</div>' for name, _ in parts[1:]]
     slides[2].notes.append("<p>a solution</p>")
-    build.place_cues(slides, notes, labels)
-    where = {label: k for k, s in enumerate(slides) for n, label in zip(notes, labels) if n in s.notes}
-    assert where == {labels[0]: 1, labels[1]: 2, labels[2]: 2, labels[3]: 2, labels[4]: 3}
-    assert slides[2].notes[:3] == notes[1:4] and slides[2].notes[3] == "<p>a solution</p>"  # cues before other notes
+    build.place_cues(slides, notes, parts)
+    where = [next(k for k, s in enumerate(slides) if note in s.notes) for note in notes]
+    assert where == [1, 2, 2, 3, 4, 5, 6]
+    assert slides[2].notes == [*notes[1:3], "<p>a solution</p>"]  # the cues before the slide's other notes
 
 
 def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
@@ -219,6 +231,8 @@ def test_a_long_paragraph_shows_its_first_sentences_and_the_notes_keep_the_rest(
         "| a | table |\n| - | - |\n" + "| x | y |\n" * 30,
         "## " + "heading " * 40,
         "short.",
+        f"{first} {rest} So it goes as follows:",  # it leads into what follows
+        f"{first} A sentence that runs into a list:\n- a\n- b " + "and so on " * 30,
     ):
         assert build.slide_paragraph(block) == (block, "")
     one_long = "A single sentence " + "that runs on " * 30 + "to its end."

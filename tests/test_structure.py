@@ -161,6 +161,7 @@ def test_the_chapters_import_only_from_the_front_door_and_the_graders():
     assert imported - allowed == set()
 
 
+@pytest.mark.slow  # a few seconds: a second interpreter imports the package
 def test_the_graders_processes_load_only_what_they_use_and_a_name_loads_every_room():
     """The grader, its runner and a kernel's end of the link start once per graded notebook: importing them must not
     load the plots (matplotlib) or the conversions' libraries. The first name taken from ``course_utils`` imports

@@ -142,18 +142,28 @@ def _prose_height(block: str) -> int:
     )
 
 
-SLIDE_PARAGRAPH = 240  # characters of a paragraph a slide shows (about two and a half lines): whole sentences
+SLIDE_PARAGRAPH = 300  # characters of a paragraph a slide shows (about three lines): whole sentences
 SENTENCE_END = re.compile(r"(?<![.]\w)(?<!\be\.g)(?<!\bi\.e)(?<!\bal)(?<!\bvs)(?<!\bcf)[.?!]\)?\s+(?=[A-Z`$*(\"“])")
 
 
 def slide_paragraph(block: str) -> tuple[str, str]:
     """What a slide says of a long paragraph, and the rest, for the speaker notes: its first sentences, as many as
-    fit in ``SLIDE_PARAGRAPH`` characters (one at least); the notebook keeps the whole. A block that is not a
-    plain paragraph (a heading, list, table, formula, quote, figure or HTML) is shown whole."""
-    if len(block) <= SLIDE_PARAGRAPH or re.match(r"\s*([#|>*<!-]|\d+[.)]\s|\$\$|```)", block):
+    fit in ``SLIDE_PARAGRAPH`` characters (one at least), and on to the last sentence that defines a term (in
+    bold: later slides use it); the notebook keeps the whole. A block that is not one plain paragraph (a heading,
+    list, table, formula, quote, figure or HTML, or a paragraph that runs into a list) is shown whole, and so is a
+    paragraph that ends with a colon (it introduces what follows) or whose rest would be short."""
+    if (
+        len(block) <= SLIDE_PARAGRAPH
+        or block.rstrip().endswith(":")  # it leads into what follows (a diagram, a list, the code below)
+        or re.search(r"^\s*([#|>*<!+-]|\d+[.)]\s|\$\$|```)", block, re.MULTILINE)
+    ):
         return block, ""
     ends = [m.end() for m in SENTENCE_END.finditer(block)]
     cut = max([e for e in ends if e <= SLIDE_PARAGRAPH] or ends[:1] or [len(block)])
+    defined = [e for e in [*ends, len(block)] if e > cut and "**" in block[max(x for x in [0, *ends] if x < e) : e]]
+    cut = max([cut, *defined])
+    if len(block) - cut < 80:
+        return block, ""
     return block[:cut].rstrip(), block[cut:].strip()
 
 
@@ -380,26 +390,48 @@ def _plain(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment))
 
 
-def place_cues(slides: list[Slide], later: list[str], labels: list[str]) -> None:
-    """Put a section's later cues (its first is on its first slide) each on the slide where its topic begins: the
-    first ``###`` heading after the previous cue's that shares a word with the cue's name (``§4 The untuned scores``
-    finds ``Scoring: ...``), or the first text that holds a name it quotes in backticks (``my_byte_table``; a
-    prediction's, ``my_prediction``, for a part named "Prediction"). A cue
-    that finds neither goes with the one before it, as the plan's part names none of the deck's headings."""
+def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str]]) -> None:
+    """Put a section's later cues (the first is on its first slide) each on the slide where its part begins.
+    ``parts`` are the section's parts, the first included: (``"minutes 4–10 · §1 name"``, what to say and run).
+    A part is found, after the previous one, by the first text holding a name its title quotes in backticks
+    (``my_byte_table``; a prediction's, ``my_prediction``, for a part named "Prediction ..."), else the first ``###``
+    heading that shares a word with its title (``§4 The untuned scores`` finds ``Scoring: ...``), else the first text
+    holding the first name its script quotes (``Run live: `learn_bpe` ...``). A part found by none of these goes as
+    far after the previous one as its minutes are into what is left of the section's."""
+    if not later:
+        return
     marks = []  # (slide, whether a ### heading, its text), in the order the class sees them
     for number, slide in enumerate(slides):
         for piece in slide.pieces:
             marks += [(number, True, _plain(h)) for h in re.findall(r"<h3[^>]*>(.*?)</h3>", piece.html, re.DOTALL)]
             marks.append((number, False, _plain(piece.html)))
-    cursor, at = -1, 0
-    for note, label in zip(later, labels, strict=True):
-        quoted = re.findall(r"`([^`]+)`", label) + ["my_prediction"] * bool(re.search(r"\bPrediction\b", label, re.I))
-        topic = _stems(re.sub(r"`[^`]*`", "", re.split(r";", re.sub(r"^§\d+\s*", "", label))[0]))
+    minutes = [tuple(map(int, re.findall(r"\d+", name.split(" · ", 1)[0]))) for name, _ in parts]
+    end = max(b for _, b in minutes)
+    cursor, at, since = -1, 0, minutes[0][0]
+
+    def find(names: list[str], stems: set[str]) -> int | None:
+        """The first mark after the cursor that holds one of ``names``, or a ### heading with one of ``stems``."""
         for k in range(cursor + 1, len(marks)):
-            number, heading, text = marks[k]
-            if any(name in text for name in quoted) or (heading and topic & _stems(text)):
-                cursor, at = k, number
-                break
+            _, heading, text = marks[k]
+            if any(name in text for name in names) or (heading and stems & _stems(text)):
+                return k
+        return None
+
+    for note, (name, text), (start, _) in zip(later, parts[1:], minutes[1:], strict=True):
+        title = name.split(" · ", 1)[1]
+        quoted = re.findall(r"`([^`]+)`", title) + ["my_prediction"] * bool(re.match(r"(§\d+\s*)?Prediction\b", title))
+        topic = _stems(re.sub(r"`[^`]*`", "", re.split(r";", re.sub(r"^§\d+\s*", "", title))[0]))
+        named = re.findall(r"`([A-Za-z_][\w.]*)", text)[:1]
+        found = find(quoted, set()) if quoted else find([], topic)
+        if found is None and named:
+            found = find(named, set())
+        if found is not None:
+            cursor, at = found, marks[found][0]
+        else:  # as far on as its minutes are into the rest of the section
+            share = (start - since) / max(1, end - since)
+            at = min(len(slides) - 1, at + round(share * (len(slides) - at)))
+            cursor = max([k for k, mark in enumerate(marks) if mark[0] < at] or [cursor])
+        since = start
         cued = sum(n.startswith('<div class="cue">') for n in slides[at].notes)
         slides[at].notes.insert(cued, note)
 
@@ -437,12 +469,13 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             for name, text in cues.pop(target, [])
         ]
 
-    later: dict[int, tuple[list[str], list[str]]] = {}  # a section's cues after its first: placed once it is built
+    later: dict[int, tuple[list[str], list[tuple[str, str]]]] = {}  # a section's cues after its first: placed once
+    # the section is built
 
     def section_script(target: str) -> list[str]:
-        labels = [name.split(" · ", 1)[1] for name, _ in cues.get(target, [])]
+        parts = [(name, text) for name, text in cues.get(target, [])]
         notes = script(target)
-        later[len(sections) - 1] = (notes[1:], labels[1:])
+        later[len(sections) - 1] = (notes[1:], parts)
         return notes[:1]
 
     def discussion_slide() -> None:
@@ -496,9 +529,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                         Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])
                     )
                 # A long paragraph is cut to its first sentences on the slide, the rest in the speaker notes; not a
-                # poll's question or choices, nor the instructions of the exercise that follows (the cell's last
-                # paragraph, or one that names the student's function), nor the closing sections.
-                instructions = exercise_next and asked is None and (i == len(blocks) - 1 or "my_" in block)
+                # poll's question or choices, nor a cell that leads into an exercise, nor the closing sections.
+                instructions = exercise_next and not poll  # the whole cell leads into the exercise below it
                 whole = instructions or section_title.strip() in CLOSING_SECTIONS or (asked is not None and i >= asked)
                 shown, rest = (block, "") if whole else slide_paragraph(block)
                 place(Piece(md.render(shown), _prose_height(shown)))
@@ -546,8 +578,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             answer_note = ""
     if not discussed:
         discussion_slide()
-    for index, (notes, labels) in later.items():
-        place_cues(sections[index], notes, labels)
+    for index, (notes, parts) in later.items():
+        place_cues(sections[index], notes, parts)
 
     body = []
     count = 0

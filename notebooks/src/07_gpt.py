@@ -593,7 +593,7 @@ attention_grid(first, labels, titles=[f"layer 1, head {h}" for h in range(n_head
 
 # %% tags=["nbval-ignore-output"]
 last = attention[f"blocks.{n_layers - 1}.self_attn"][0]  # (h, T, T)
-names = [f"layer {n_layers}, head {h}" for h in range(n_heads)]
+names = [f"head {h}" for h in range(n_heads)]  # the title names the layer
 attention_chart(last, labels, head_names=names, title=f"Self-attention of layer {n_layers} (pick a head)", cell=18)
 
 # %% [markdown]

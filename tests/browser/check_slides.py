@@ -70,9 +70,9 @@ INSPECT = """() => {
       orphan: (() => { const kids = Array.from(s.children).filter(e => e.tagName !== "ASIDE");
                        const last = kids[kids.length - 1];
                        return kids.length > 1 && !!last && /^H[1-4]$/.test(last.tagName) ? last.textContent.slice(0, 60) : null; })(),
-      // the smallest code or printed output on the slide, in CSS pixels of the 1280 x 800 slide
-      code_px: Math.min(...Array.from(s.querySelectorAll(":scope > .code pre, :scope > pre.output"))
-                            .map(e => parseFloat(getComputedStyle(e).fontSize)), 99),
+      // the smallest code or printed output on the slide, in pixels of the screen (reveal.js scales the slide)
+      code_px: Math.min(...Array.from(s.querySelectorAll(":scope > .code pre code, :scope > pre.output, :scope > pre code"))
+                            .map(e => parseFloat(getComputedStyle(e).fontSize) * Reveal.getScale()), 99),
       prediction_shown: /my_prediction\\s*=\\s*["']/.test(Array.from(s.querySelectorAll(":scope > *:not(aside)"))
                                                           .map(e => e.textContent).join(" ")),
     });
@@ -136,7 +136,9 @@ def main() -> int:
             for s in found["slides"]:
                 where = f"{name} #/{s['slide']}"
                 if s["code_px"] < 16:
-                    failures.append(f"{where}: code of {s['code_px']} px: the back of the room reads 16 px or more")
+                    failures.append(
+                        f"{where}: code of {s['code_px']:.1f} px on the screen: 16 px or more for the back row"
+                    )
                 if s["bottom"] > found["height"] + 1:
                     failures.append(f"{where}: {s['bottom']} px tall, the screen has {found['height']}")
                 if s["right"] > found["width"] + 1:
