@@ -223,7 +223,7 @@ def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
 def test_a_long_paragraph_shows_its_first_sentences_and_the_notes_keep_the_rest():
     build = _tool("build_slides")
     first = "Layer norms (e.g. Ba et al. 2016) rescale each vector, and a slide says that much in one sentence."
-    rest = "The notebook goes on, " + "at length, " * 20 + "about why. And more."
+    rest = "The notebook goes on, " + "at length, " * 45 + "about why. And more."
     shown, kept = build.slide_paragraph(f"{first} {rest}")
     assert (shown, kept) == (first, rest)  # cut between sentences, not after "e.g." or "al."
     for block in (
@@ -232,7 +232,7 @@ def test_a_long_paragraph_shows_its_first_sentences_and_the_notes_keep_the_rest(
         "## " + "heading " * 40,
         "short.",
         f"{first} {rest} So it goes as follows:",  # it leads into what follows
-        f"{first} A sentence that runs into a list:\n- a\n- b " + "and so on " * 30,
+        f"{first} A sentence that runs into a list:\n- a\n- b " + "and so on " * 60,
     ):
         assert build.slide_paragraph(block) == (block, "")
     one_long = "A single sentence " + "that runs on " * 30 + "to its end."

@@ -142,18 +142,19 @@ def _prose_height(block: str) -> int:
     )
 
 
-SLIDE_PARAGRAPH = 300  # characters of a paragraph a slide shows (about three lines): whole sentences
+# A paragraph of more than about five lines is cut on a slide to whole sentences of about four lines at most.
+SLIDE_LONG, SLIDE_PARAGRAPH = 520, 420  # characters (105 to a line of the deck)
 SENTENCE_END = re.compile(r"(?<![.]\w)(?<!\be\.g)(?<!\bi\.e)(?<!\bal)(?<!\bvs)(?<!\bcf)[.?!]\)?\s+(?=[A-Z`$*(\"“])")
 
 
 def slide_paragraph(block: str) -> tuple[str, str]:
-    """What a slide says of a long paragraph, and the rest, for the speaker notes: its first sentences, as many as
-    fit in ``SLIDE_PARAGRAPH`` characters (one at least), and on to the last sentence that defines a term (in
-    bold: later slides use it); the notebook keeps the whole. A block that is not one plain paragraph (a heading,
+    """What a slide says of a paragraph longer than ``SLIDE_LONG`` characters, and the rest, for the speaker notes:
+    its first sentences, as many as fit in ``SLIDE_PARAGRAPH`` characters (one at least), and on to the last
+    sentence that defines a term (in bold: later slides use it); the notebook keeps the whole. A block that is not one plain paragraph (a heading,
     list, table, formula, quote, figure or HTML, or a paragraph that runs into a list) is shown whole, and so is a
     paragraph that ends with a colon (it introduces what follows) or whose rest would be short."""
     if (
-        len(block) <= SLIDE_PARAGRAPH
+        len(block) <= SLIDE_LONG
         or block.rstrip().endswith(":")  # it leads into what follows (a diagram, a list, the code below)
         or re.search(r"^\s*([#|>*<!+-]|\d+[.)]\s|\$\$|```)", block, re.MULTILINE)
     ):
@@ -162,7 +163,7 @@ def slide_paragraph(block: str) -> tuple[str, str]:
     cut = max([e for e in ends if e <= SLIDE_PARAGRAPH] or ends[:1] or [len(block)])
     defined = [e for e in [*ends, len(block)] if e > cut and "**" in block[max(x for x in [0, *ends] if x < e) : e]]
     cut = max([cut, *defined])
-    if len(block) - cut < 80:
+    if len(block) - cut < 100:
         return block, ""
     return block[:cut].rstrip(), block[cut:].strip()
 
@@ -395,7 +396,8 @@ def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str
     ``parts`` are the section's parts, the first included: (``"minutes 4–10 · §1 name"``, what to say and run).
     A part is found, after the previous one, by the first text holding a name its title quotes in backticks
     (``my_byte_table``; a prediction's, ``my_prediction``, for a part named "Prediction ..."), else the first ``###``
-    heading that shares a word with its title (``§4 The untuned scores`` finds ``Scoring: ...``), else the first text
+    heading, bold lead-in or paragraph's opening words that share a word with its title (``§4 The untuned scores``
+    finds ``Scoring: ...``, ``§6 Bugs 2 to 6`` a paragraph that opens "Bugs 2 to 4, ..."), else the first text
     holding the first name its script quotes (``Run live: `learn_bpe` ...``). A part found by none of these goes as
     far after the previous one as its minutes are into what is left of the section's."""
     if not later:
@@ -403,7 +405,11 @@ def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str
     marks = []  # (slide, whether a ### heading, its text), in the order the class sees them
     for number, slide in enumerate(slides):
         for piece in slide.pieces:
-            marks += [(number, True, _plain(h)) for h in re.findall(r"<h3[^>]*>(.*?)</h3>", piece.html, re.DOTALL)]
+            # what heads a part: a ### heading, a bold lead-in, or a paragraph's opening words ("Bugs 2 to 4, ...")
+            headings = re.findall(
+                r"<h3[^>]*>(.*?)</h3>|<p><strong>(.*?)</strong>|<p>((?:[^<,.:;]+\s){0,4}[^<,.:;\s]+)[,.:;]", piece.html
+            )
+            marks += [(number, True, _plain("".join(found))) for found in headings]
             marks.append((number, False, _plain(piece.html)))
     minutes = [tuple(map(int, re.findall(r"\d+", name.split(" · ", 1)[0]))) for name, _ in parts]
     end = max(b for _, b in minutes)
@@ -421,7 +427,7 @@ def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str
         title = name.split(" · ", 1)[1]
         quoted = re.findall(r"`([^`]+)`", title) + ["my_prediction"] * bool(re.match(r"(§\d+\s*)?Prediction\b", title))
         topic = _stems(re.sub(r"`[^`]*`", "", re.split(r";", re.sub(r"^§\d+\s*", "", title))[0]))
-        named = re.findall(r"`([A-Za-z_][\w.]*)", text)[:1]
+        named = [n for n in re.findall(r"`([A-Za-z_][\w.]*)", text) if re.search(r"\w[_.]\w", n)][:1]
         found = find(quoted, set()) if quoted else find([], topic)
         if found is None and named:
             found = find(named, set())
