@@ -244,12 +244,13 @@ def attention_grid(
     size = (panel[0] * ncols + 0.8, panel[1] * nrows + 0.4)
     fig, axes = plt.subplots(nrows, ncols, figsize=size, layout="constrained", squeeze=False, FigureClass=PanelGrid)
     shared_max = max(1e-9, float(w.max()))
+    scales = [max(1e-9, float(w[i].max())) if per_panel_scale else shared_max for i in range(n)]  # each panel's vmax
     image = None
     for i, ax in enumerate(axes.flat):
         if i >= n:
             ax.set_axis_off()
             continue
-        vmax = max(1e-9, float(w[i].max())) if per_panel_scale else shared_max
+        vmax = scales[i]
         title = f"{titles[i]} (own scale)" if per_panel_scale else titles[i]
         image = _draw_heatmap(ax, w[i], keys, queries, title, annotate=False, vmax=vmax)
         if per_panel_scale:
@@ -267,7 +268,6 @@ def attention_grid(
     # its tick labels' size on a slide, where the whole grid is shown as large as the slide allows
     on_slide = min(SLIDE_MAX_SCALE, *(room / (inches * fig.dpi) for room, inches in zip(SLIDE_ROOM, size)))
     projected = mpl.rcParams["font.size"] * fig.dpi / 72 * on_slide
-    scales = [max(1e-9, float(w[i].max())) if per_panel_scale else shared_max for i in range(n)]
     assert isinstance(fig, PanelGrid)
     fig.panels = [(w[i], keys, queries, titles[i], scales[i]) for i in range(n)] if projected < SLIDE_TEXT_PX else []
     plt.close(fig)
