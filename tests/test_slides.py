@@ -154,10 +154,26 @@ def test_the_complete_edition_a_deck_names_is_the_notebook_and_every_box_is_fitt
 @SLOW
 def test_the_speaker_notes_carry_every_part_of_the_lesson_plans_script_with_its_minutes(decks):
     for plan in sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md")):
-        parts = re.findall(r"^\*\*(\d+)–(\d+) · ", plan.read_text(), re.MULTILINE)
+        parts = re.findall(r"^\*\*(\d+)–(\d+) · (.*?)\.?\*\*", plan.read_text(), re.MULTILINE)
         page = (decks / f"{plan.stem}.html").read_text()
-        cues = re.findall(r'<div class="cue"><p><b>minutes (\d+)–(\d+) · ', page)
-        assert cues == parts and parts, plan.stem  # every part, once, in the plan's order
+        cues = re.findall(r'<div class="cue"><p><b>minutes (\d+)–(\d+) · (Exercise \d)?', page)
+        parts = [(a, b, name[:10] if re.match(r"Exercise \d", name) else "") for a, b, name in parts]
+        assert sorted(cues) == sorted(parts) and parts, plan.stem  # every part, once
+        # in the plan's order, but for an end-of-chapter exercise done together: on its slide in the Exercises section
+        together = [part for part in parts if part[2]]
+        assert [c for c in cues if c not in together] == [p for p in parts if p not in together], plan.stem
+        assert cues[-len(together) :] == together or not together, plan.stem
+
+
+@SLOW
+def test_no_slide_holds_only_headings(decks):
+    """A figure or a tall box goes on the slide of the heading before it, not on the next one, which would leave a
+    slide with the heading alone."""
+    for deck in sorted(decks.glob("[0-9][0-9]_*.html")):
+        for slide in re.findall(r"<section>(?!<section>)(.*?)</section>", deck.read_text(), re.DOTALL):
+            shown = re.sub(r'<aside class="notes">.*?</aside>', "", slide, flags=re.DOTALL)
+            rest = re.sub(r'<h\d[^>]*>.*?</h\d>|<p class="continued">.*?</p>', "", shown, flags=re.DOTALL)
+            assert rest.strip(), (deck.stem, _text(shown)[:80])
 
 
 def test_a_sections_later_cues_go_where_their_topics_begin():
@@ -191,6 +207,19 @@ def test_a_sections_later_cues_go_where_their_topics_begin():
     where = [next(k for k, s in enumerate(slides) if note in s.notes) for note in notes]
     assert where == [1, 2, 2, 3, 4, 5, 6]
     assert slides[2].notes == [*notes[1:3], "<p>a solution</p>"]  # the cues before the slide's other notes
+
+
+def test_an_exercise_done_together_is_cued_on_its_own_slide():
+    build = _tool("build_slides")
+    Slide, Piece = build.Slide, build.Piece
+    slides = [
+        Slide([Piece("<h2>Exercises</h2><p>Carry it further.</p>", 100)]),
+        Slide([Piece("<p><strong>Exercise 1.</strong> Write <code>my_mask</code>.</p>", 100)]),
+        Slide([Piece("<p><strong>Exercise 2: padding.</strong> Write <code>my_padding</code>.</p>", 100)]),
+    ]
+    parts = [("minutes 70–75 · Exercise 2 together", "`my_padding(tokens)`: compare with the pad id.")]
+    build.place_cues(slides, ["<div>cue</div>"], parts, first=False)
+    assert [s.notes for s in slides] == [[], [], ["<div>cue</div>"]]
 
 
 def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():

@@ -111,6 +111,11 @@ class Slide:
     def height(self) -> int:
         return sum(p.height for p in self.pieces)
 
+    @property
+    def bare(self) -> bool:
+        """Whether it holds nothing but headings (a section's, a subsection's, a "continued" line)."""
+        return all(re.match(r'<(h\d|p class="continued")', p.html) for p in self.pieces)
+
 
 CHARS_PER_LINE = 105  # of prose at the deck's font size, on a 1280-px slide
 LINE = 32  # px per line of prose
@@ -375,6 +380,8 @@ def lesson_cues(stem: str, sections: set[str]) -> dict[str, list[tuple[str, str]
         label = m.group(3).rstrip(".")
         if _part_key(label) in sections | {"discussion"}:
             target = _part_key(label)
+        elif re.match(r"Exercise \d+\b", label) and "exercises" in sections:  # an end-of-chapter one, done together
+            target = "exercises"
         cues.setdefault(target, []).append((f"minutes {m.group(1)}–{m.group(2)} · {label}", m.group(4).strip()))
     return cues
 
@@ -391,7 +398,7 @@ def _plain(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment))
 
 
-def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str]]) -> None:
+def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str]], first: bool = True) -> None:
     """Put a section's later cues (the first is on its first slide) each on the slide where its part begins.
     ``parts`` are the section's parts, the first included: (``"minutes 4–10 · §1 name"``, what to say and run).
     A part is found, after the previous one, by the first text holding a name its title quotes in backticks
@@ -399,7 +406,9 @@ def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str
     heading, bold lead-in or paragraph's opening words that share a word with its title (``§4 The untuned scores``
     finds ``Scoring: ...``, ``§6 Bugs 2 to 6`` a paragraph that opens "Bugs 2 to 4, ..."), else the first text
     holding the first name its script quotes (``Run live: `learn_bpe` ...``). A part found by none of these goes as
-    far after the previous one as its minutes are into what is left of the section's."""
+    far after the previous one as its minutes are into what is left of the section's. A part titled "Exercise N"
+    is found by those words. With ``first`` false, the first part is placed that way too (``later`` holds its cue):
+    the Exercises section's parts go with the exercise they do, not on the section's first slide."""
     if not later:
         return
     marks = []  # (slide, whether a ### heading, its text), in the order the class sees them
@@ -423,9 +432,11 @@ def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str
                 return k
         return None
 
-    for note, (name, text), (start, _) in zip(later, parts[1:], minutes[1:], strict=True):
+    skip = 1 if first else 0
+    for note, (name, text), (start, _) in zip(later, parts[skip:], minutes[skip:], strict=True):
         title = name.split(" · ", 1)[1]
         quoted = re.findall(r"`([^`]+)`", title) + ["my_prediction"] * bool(re.match(r"(§\d+\s*)?Prediction\b", title))
+        quoted += re.findall(r"^(Exercise \d+)\b", title)
         topic = _stems(re.sub(r"`[^`]*`", "", re.split(r";", re.sub(r"^§\d+\s*", "", title))[0]))
         named = [n for n in re.findall(r"`([A-Za-z_][\w.]*)", text) if re.search(r"\w[_.]\w", n)][:1]
         found = find(quoted, set()) if quoted else find([], topic)
@@ -455,9 +466,10 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
     def new_section() -> None:
         sections.append([Slide()])
 
-    def place(piece: Piece, keep_with_next: bool = False) -> None:
+    def place(piece: Piece) -> None:
         slide = sections[-1][-1]
-        if slide.pieces and slide.height + piece.height > BUDGET:
+        # a slide that holds only headings takes what comes next however tall, never left with nothing else
+        if not slide.bare and slide.height + piece.height > BUDGET:
             continued = Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)
             sections[-1].append(Slide([continued]))
         sections[-1][-1].pieces.append(piece)
@@ -475,20 +487,25 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             for name, text in cues.pop(target, [])
         ]
 
-    later: dict[int, tuple[list[str], list[tuple[str, str]]]] = {}  # a section's cues after its first: placed once
-    # the section is built
+    # a section's cues after its first (all of them, for the Exercises section): placed once the section is built
+    later: dict[int, tuple[list[str], list[tuple[str, str]], bool]] = {}
 
     def section_script(target: str) -> list[str]:
         parts = [(name, text) for name, text in cues.get(target, [])]
         notes = script(target)
-        later[len(sections) - 1] = (notes[1:], parts)
-        return notes[:1]
+        first = target != "exercises"
+        later[len(sections) - 1] = (notes[first:], parts, first)
+        return notes[:first]
 
     def discussion_slide() -> None:
         questions = "".join(f"<li>{md.renderInline(q)}</li>" for q, _ in discussion)
         answers = "".join(f"<p><b>{md.renderInline(q)}</b></p>{md.render(a)}" for q, a in discussion)
+        # an end-of-chapter exercise the plan does together before the discussion: its slides come after this one
+        before = [name for name, _ in cues.get("exercises", [])]
+        detour = [f"<p><i>Before the discussion</i>: {md.renderInline(name)}, on the Exercises slides further on "
+                  "(its cue is there); then back to this slide.</p>" for name in before]  # fmt: skip
         sections.append([Slide([Piece(f"<h2>Discussion</h2><ol class=\"discussion\">{questions}</ol>", 500)],
-                               [*script("discussion"), answers])])  # fmt: skip
+                               [*detour, *script("discussion"), answers])])  # fmt: skip
 
     answer_note = ""  # a prediction's answer: in the notes of the slide that measures it, not of the question's
     cells = list(zip(complete.cells, student.cells, strict=True))
@@ -530,7 +547,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                     sections[-1].append(
                         Slide([Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)])
                     )
-                if "![" in block and sections[-1][-1].pieces and len(sections[-1][-1].pieces) > 1:
+                if "![" in block and not sections[-1][-1].bare:
                     sections[-1].append(
                         Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])
                     )
@@ -584,8 +601,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             answer_note = ""
     if not discussed:
         discussion_slide()
-    for index, (notes, parts) in later.items():
-        place_cues(sections[index], notes, parts)
+    for index, (notes, parts, first) in later.items():
+        place_cues(sections[index], notes, parts, first)
 
     body = []
     count = 0
