@@ -249,23 +249,34 @@ def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
     assert len(plain) == 1 and grid in plain[0].html
 
 
-def test_a_long_paragraph_shows_its_first_sentences_and_the_notes_keep_the_rest():
+def test_a_paragraph_cut_by_hand_shows_what_its_slide_says_and_the_notes_keep_the_rest():
     build = _tool("build_slides")
-    first = "Layer norms (e.g. Ba et al. 2016) rescale each vector, and a slide says that much in one sentence."
-    rest = "The notebook goes on, " + "at length, " * 45 + "about why. And more."
-    shown, kept = build.slide_paragraph(f"{first} {rest}")
-    assert (shown, kept) == (first, rest)  # cut between sentences, not after "e.g." or "al."
-    for block in (
-        "- a list " * 40,
-        "| a | table |\n| - | - |\n" + "| x | y |\n" * 30,
-        "## " + "heading " * 40,
-        "short.",
-        f"{first} {rest} So it goes as follows:",  # it leads into what follows
-        f"{first} A sentence that runs into a list:\n- a\n- b " + "and so on " * 60,
+    block = (
+        "Why divide?\nWithout it the softmax saturates. The derivation\ngoes on at length. So we divide by its root."
+    )
+    assert build.slide_paragraph(block, {"after": "the softmax saturates."}) == (
+        "Why divide?\nWithout it the softmax saturates.",
+        "The derivation\ngoes on at length. So we divide by its root.",
+    )  # matched across the source's line breaks
+    middle = {"after": "Without it the softmax saturates.", "resume": "So we divide"}
+    assert build.slide_paragraph(block, middle) == (
+        "Why divide?\nWithout it the softmax saturates. So we divide by its root.",
+        "The derivation\ngoes on at length.",
+    )  # the answer stays on the slide
+    assert build.slide_paragraph(block, {"after": "not in it"}) == (block, "")
+
+
+def test_every_cut_names_one_paragraph_of_its_chapter(tmp_path, monkeypatch):
+    """A cut whose text the chapter no longer has (or has twice) fails the deck's build, naming it."""
+    build = _tool("build_slides")
+    assert set(build.tomllib.loads(build.CUTS.read_text())) <= set(chapters())
+    stale = tmp_path / "cuts.toml"
+    stale.write_text("[[05_decoder]]\nafter = 'a sentence no chapter has.'\n")
+    monkeypatch.setattr(build, "CUTS", stale)
+    with pytest.raises(
+        SystemExit, match=re.escape("05_decoder: cuts.toml's cut after 'a sentence no chapter has.' matches 0")
     ):
-        assert build.slide_paragraph(block) == (block, "")
-    one_long = "A single sentence " + "that runs on " * 30 + "to its end."
-    assert build.slide_paragraph(one_long) == (one_long, "")
+        build.build_deck("05_decoder", build.markdown_renderer())
 
 
 @SLOW

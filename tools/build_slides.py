@@ -35,6 +35,7 @@ import re
 import shutil
 import struct
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,30 +148,29 @@ def _prose_height(block: str) -> int:
     )
 
 
-# A paragraph of more than about five lines is cut on a slide to whole sentences of about four lines at most.
-SLIDE_LONG, SLIDE_PARAGRAPH = 520, 420  # characters (105 to a line of the deck)
-SENTENCE_END = re.compile(r"(?<![.]\w)(?<!\be\.g)(?<!\bi\.e)(?<!\bal)(?<!\bvs)(?<!\bcf)[.?!]\)?\s+(?=[A-Z`$*(\"“])")
+# What a slide shows of a long paragraph is chosen by hand, in docs/slides/cuts.toml; every other paragraph is whole.
+CUTS = ROOT / "docs" / "slides" / "cuts.toml"
 
 
-def slide_paragraph(block: str) -> tuple[str, str]:
-    """What a slide says of a paragraph longer than ``SLIDE_LONG`` characters, and the rest, for the speaker notes:
-    its first sentences, as many as fit in ``SLIDE_PARAGRAPH`` characters (one at least), and on to the last
-    sentence that defines a term (in bold: later slides use it); the notebook keeps the whole. A block that is not one plain paragraph (a heading,
-    list, table, formula, quote, figure or HTML, or a paragraph that runs into a list) is shown whole, and so is a
-    paragraph that ends with a colon (it introduces what follows) or whose rest would be short."""
-    if (
-        len(block) <= SLIDE_LONG
-        or block.rstrip().endswith(":")  # it leads into what follows (a diagram, a list, the code below)
-        or re.search(r"^\s*([#|>*<!+-]|\d+[.)]\s|\$\$|```)", block, re.MULTILINE)
-    ):
+def slide_cuts(stem: str) -> list[dict[str, str]]:
+    """The cuts of chapter ``stem``'s paragraphs (``after``, and ``resume`` for a cut in the middle)."""
+    return tomllib.loads(CUTS.read_text()).get(stem, []) if CUTS.exists() else []
+
+
+def _find(text: str, words: str, start: int = 0) -> re.Match[str] | None:
+    """``words`` in ``text`` from ``start``, with any whitespace between them (a source wraps its lines anywhere)."""
+    return re.compile(r"\s+".join(map(re.escape, words.split()))).search(text, start)
+
+
+def slide_paragraph(block: str, cut: dict[str, str]) -> tuple[str, str]:
+    """What a slide says of a paragraph, and what it leaves to the speaker notes: the paragraph up to the end of
+    ``cut["after"]``, and then, if ``cut`` has ``"resume"``, from that text on again. The notebook keeps the whole."""
+    stop = _find(block, cut["after"])
+    if stop is None:
         return block, ""
-    ends = [m.end() for m in SENTENCE_END.finditer(block)]
-    cut = max([e for e in ends if e <= SLIDE_PARAGRAPH] or ends[:1] or [len(block)])
-    defined = [e for e in [*ends, len(block)] if e > cut and "**" in block[max(x for x in [0, *ends] if x < e) : e]]
-    cut = max([cut, *defined])
-    if len(block) - cut < 100:
-        return block, ""
-    return block[:cut].rstrip(), block[cut:].strip()
+    back = _find(block, cut["resume"], stop.end()) if "resume" in cut else None
+    shown = block[: stop.end()].rstrip() + (" " + block[back.start() :].strip() if back else "")
+    return shown, block[stop.end() : back.start() if back else len(block)].strip()
 
 
 def _blocks(source: str) -> list[str]:
@@ -507,6 +507,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
         sections.append([Slide([Piece(f"<h2>Discussion</h2><ol class=\"discussion\">{questions}</ol>", 500)],
                                [*detour, *script("discussion"), answers])])  # fmt: skip
 
+    cuts_here = slide_cuts(stem)
+    used = [0] * len(cuts_here)
     answer_note = ""  # a prediction's answer: in the notes of the slide that measures it, not of the question's
     cells = list(zip(complete.cells, student.cells, strict=True))
     for k, (cell, theirs) in enumerate(cells):
@@ -551,14 +553,24 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                     sections[-1].append(
                         Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])
                     )
-                # A long paragraph is cut to its first sentences on the slide, the rest in the speaker notes; not a
-                # poll's question or choices, nor a cell that leads into an exercise, nor the closing sections.
+                # A long paragraph cut by hand (docs/slides/cuts.toml): the slide shows what it says, the speaker
+                # notes keep the rest. Never a poll's question or choices, a cell that leads into an exercise, or
+                # the closing sections.
                 instructions = exercise_next and not poll  # the whole cell leads into the exercise below it
                 whole = instructions or section_title.strip() in CLOSING_SECTIONS or (asked is not None and i >= asked)
-                shown, rest = (block, "") if whole else slide_paragraph(block)
+                shown, rest = block, ""
+                for n, cut in enumerate(cuts_here):
+                    if _find(block, cut["after"]) is None:
+                        continue
+                    if whole:
+                        raise SystemExit(f"{stem}: {CUTS.name} cuts a poll, an exercise or a closing section "
+                                         f"after {cut['after']!r}")  # fmt: skip
+                    used[n] += 1
+                    shown, rest = slide_paragraph(block, cut)
                 place(Piece(md.render(shown), _prose_height(shown)))
                 if rest:
-                    sections[-1][-1].notes.append(f"<p><i>The chapter goes on:</i> {md.renderInline(rest)}</p>")
+                    said = "goes on" if block.rstrip().endswith(rest) else "says, where the slide skips"
+                    sections[-1][-1].notes.append(f"<p><i>The chapter {said}:</i> {md.renderInline(rest)}</p>")
             continue
         if cell.cell_type != "code":
             continue
@@ -601,6 +613,9 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             answer_note = ""
     if not discussed:
         discussion_slide()
+    for cut, count in zip(cuts_here, used, strict=True):
+        if count != 1:
+            raise SystemExit(f"{stem}: {CUTS.name}'s cut after {cut['after']!r} matches {count} paragraphs, not one")
     for index, (notes, parts, first) in later.items():
         place_cues(sections[index], notes, parts, first)
 
