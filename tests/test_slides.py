@@ -287,3 +287,10 @@ def test_the_decks_cut_long_paragraphs_but_never_a_polls_question_or_choices(dec
         s for s in re.findall(r"<section>(?!<section>)(.*?)</section>", page, re.DOTALL) if "Predict, then run" in s
     )
     assert all(f"({letter})" in slide.split("<aside")[0] for letter in "abcd")
+
+
+@SLOW
+def test_the_checkers_verdicts_show_without_an_emoji_font(decks):
+    pages = [deck.read_text() for deck in sorted(decks.glob("[0-9][0-9]_*.html"))]
+    assert not any("\u2705" in page for page in pages)  # ✅: an empty box where no emoji font is installed
+    assert '<span class="pass">\u2713</span>' in (decks / "09_bug_lab.html").read_text()  # its probes' verdicts

@@ -629,6 +629,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             inner.append(f"<section>{''.join(p.html for p in slide.pieces)}{notes}</section>")
         body.append(inner[0] if len(inner) == 1 else f"<section>{''.join(inner)}</section>")
     page = TEMPLATE.format(title=html.escape(title or stem), slides="\n".join(body), width=WIDTH, height=HEIGHT)
+    # the checkers' ✅ is an emoji, an empty box on a machine without an emoji font; ✓ is in every text font
+    page = page.replace("\u2705", '<span class="pass">\u2713</span>')
     return page, count
 
 

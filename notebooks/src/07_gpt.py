@@ -589,7 +589,8 @@ attention_grid(first, labels, titles=[f"layer 1, head {h}" for h in range(n_head
 # often on punctuation (read from the figure; the shipped weights draw the same figure everywhere, but only the
 # previous-character head is asserted). Together they tell each position what the last characters were, which is what spelling needs.
 #
-# Explore the heads of the last layer interactively (pick a head; hover a cell for its weight):
+# The heads of the last layer, one at a time (in a live notebook, pick a head from the menu and hover a cell for its
+# weight):
 
 # %% tags=["nbval-ignore-output"]
 last = attention[f"blocks.{n_layers - 1}.self_attn"][0]  # (h, T, T)
