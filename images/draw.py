@@ -2,6 +2,11 @@
 
 The notebooks embed these files (notebooks/build.py turns ``![...](../images/x.png)`` into attachments).
 Every diagram is drawn here, from the course's own conventions: batch first, True = may attend.
+
+The slides show an image at most 1200 x 620 px (docs/slides/slides.css), shrunk to fit and never enlarged: every
+diagram is laid out in pixels (one data unit is one pixel of the PNG), at most about 900 x 600, so that it shows at
+its natural size there as in a notebook, and its smallest label is 18.5 px tall, legible from the back of a room.
+main() refuses a diagram whose labels a slide would show under 18 px, or whose texts overlap or leave their box.
 """
 
 from __future__ import annotations
@@ -15,9 +20,14 @@ import itertools
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.transforms import Bbox
+from PIL import Image
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE  # where save() writes; main() takes another folder as its argument
+DPI = 100
+LABEL, NOTE, TITLE = 19, 18.5, 22  # text sizes in px: a box's label, a note beside it (monospace), a title
+SLIDE = (1200, 620)  # the largest an image shows on a slide, width x height in px
+MIN_LABEL_PX = 18
 COLOURS = {
     "attn": "#f9d9a8",  # attention
     "norm": "#f6f3b5",  # add & norm
@@ -29,164 +39,207 @@ COLOURS = {
 }
 
 
-def box(ax, x, y, w, h, text, kind, fontsize=9, bold=False):
+def pt(px):
+    """A font size in points for text px pixels tall at DPI."""
+    return px * 72 / DPI
+
+
+def box(ax, x, y, w, h, text, kind, size=LABEL, bold=False):
     """A rounded box centred on (x, y)."""
-    ax.add_patch(
-        FancyBboxPatch(
-            (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-            facecolor=COLOURS[kind], edgecolor="#444444", linewidth=1.0,
-        )
+    patch = FancyBboxPatch(
+        (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=7",
+        facecolor=COLOURS[kind], edgecolor="#444444", linewidth=1.2,
     )  # fmt: skip
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, weight="bold" if bold else "normal")
+    ax.add_patch(patch)
+    label = ax.text(x, y, text, ha="center", va="center", fontsize=pt(size), weight="bold" if bold else "normal")
+    label.box = patch  # collisions() checks that the label stays inside
 
 
-def arrow(ax, start, end, text=None, style="-|>", rad=0.0, colour="#333333", offset=(0.08, 0.0), fontsize=8):
+def note(ax, x, y, text, **kwargs):
+    """A monospace note: a shape, or what a step does."""
+    ax.text(x, y, text, fontsize=pt(NOTE), va="center", family="monospace", color="#333333", **kwargs)
+
+
+def arrow(ax, start, end, text=None, rad=0.0, colour="#333333", offset=(8, 0), ha="left"):
     ax.add_patch(
         FancyArrowPatch(
-            start, end, arrowstyle=style, mutation_scale=11, color=colour, linewidth=1.1,
+            start, end, arrowstyle="-|>", mutation_scale=14, color=colour, linewidth=1.3,
             connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0,
         )
     )  # fmt: skip
     if text:
-        mx, my = (start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1]
-        ax.text(mx, my, text, fontsize=fontsize, ha="left", va="center", color="#333333", family="monospace")
+        note(ax, (start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1], text, ha=ha)
+
+
+def column(ax, x, bottom, rows, width, gap):
+    """Boxes (text, kind, height) stacked upwards from bottom, an arrow from each to the next: their (bottom, top)."""
+    spans = []
+    for text, kind, height in rows:
+        box(ax, x, bottom + height / 2, width, height, text, kind)
+        if spans:
+            arrow(ax, (x, spans[-1][1]), (x, bottom))
+        spans.append((bottom, bottom + height))
+        bottom += height + gap
+    return spans
 
 
 def residual(ax, x, y_from, y_to, half_width, side=-1):
     """A skip connection: leaves the main path at y_from, runs beside the boxes, enters add & norm at y_to."""
-    lane = x + side * (half_width + 0.2)
-    ax.plot([x, lane, lane], [y_from, y_from, y_to], color="#888888", linewidth=1.0)
+    lane = x + side * (half_width + 18)
+    ax.plot([x, lane, lane], [y_from, y_from, y_to], color="#888888", linewidth=1.2)
     arrow(ax, (lane, y_to), (x + side * half_width, y_to), colour="#888888")
 
 
-def canvas(width, height, xlim, ylim):
-    fig, ax = plt.subplots(figsize=(width, height))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
+def frame(ax, x0, y0, x1, y1):
+    """The grey frame around a stack of N layers."""
+    ax.add_patch(
+        FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=10", facecolor="#fafafa",
+                       edgecolor="#888888", linewidth=1.2, zorder=0)
+    )  # fmt: skip
+
+
+def canvas(width, height):
+    """A figure width x height px whose data units are its pixels."""
+    fig = plt.figure(figsize=(width / DPI, height / DPI), dpi=DPI)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
     ax.set_aspect("equal")
     ax.axis("off")
     return fig, ax
 
 
-def save(fig, name):
-    fig.savefig(OUT / name, dpi=110, bbox_inches="tight", pad_inches=0.1, metadata={"Software": None})
-    plt.close(fig)
-    print(f"wrote {OUT / name}")
+def texts(fig):
+    return [t for ax in fig.axes for t in ax.texts if t.get_text().strip()]
+
+
+def drawn(fig):
+    """What fig draws, padded, in inches: what savefig keeps of it."""
+    renderer = fig.canvas.get_renderer()
+    extents = [a.get_window_extent(renderer) for ax in fig.axes for a in [*ax.patches, *ax.lines, *ax.texts]]
+    return Bbox.union(extents).transformed(fig.dpi_scale_trans.inverted()).padded(0.1)
+
+
+def smallest_label_on_slide(fig, size) -> float:
+    """How tall, in px, a slide shows the smallest text of fig saved at DPI as a PNG of size (width, height) px:
+    the slide shrinks the image to fit SLIDE and never enlarges it."""
+    scale = min(1.0, SLIDE[0] / size[0], SLIDE[1] / size[1])
+    return min(t.get_fontsize() for t in texts(fig)) * DPI / 72 * scale
+
+
+def collisions(fig) -> list[str]:
+    """Texts that overlap one another, or stick out of the box drawn around them."""
+    renderer = fig.canvas.get_renderer()
+    extent = {t: t.get_window_extent(renderer) for t in texts(fig)}
+    found = [f"{a.get_text()!r} overlaps {b.get_text()!r}" for a, b in itertools.combinations(extent, 2)
+             if extent[a].overlaps(extent[b])]  # fmt: skip
+    for t, e in extent.items():
+        if hasattr(t, "box"):
+            b = t.box.get_window_extent(renderer)
+            if not (b.x0 + 4 <= e.x0 and e.x1 <= b.x1 - 4 and b.y0 + 2 <= e.y0 and e.y1 <= b.y1 - 2):
+                found.append(f"{t.get_text()!r} does not fit its box")
+    return found
 
 
 def transformer():
     """The encoder-decoder: N encoder layers (post-norm, as in the paper), N decoder layers, the generator."""
-    fig, ax = canvas(7.2, 8.6, (0, 10), (0, 12.2))
-    w, h = 3.0, 0.55
-    ex, dx = 2.6, 7.2  # the two columns
+    fig, ax = canvas(900, 600)
+    w, h, h2, gap = 270, 32, 54, 14  # a box's width, height, height with two lines; the gap between two boxes
+    ex, dx = 245, 645  # the two columns
+    base = 146  # the first layer box's bottom, in both columns
     # encoder
-    ax.add_patch(
-        FancyBboxPatch((ex - 1.85, 3.05), 3.7, 4.2, boxstyle="round,pad=0.05", facecolor="#fafafa", edgecolor="#888888")
-    )
-    ax.text(ex - 2.05, 5.1, "N ×", fontsize=12, ha="right", va="center", weight="bold")
-    rows = [(3.6, "multi-head self-attention", "attn"), (4.5, "add & norm", "norm"), (5.5, "feed-forward", "ffn"), (6.5, "add & norm", "norm")]  # fmt: skip
-    for y, text, kind in rows:
-        box(ax, ex, y, w, h, text, kind)
-    box(ax, ex, 1.9, w, h, "embedding × √d_model\n+ positional encoding", "embed", fontsize=8)
-    ax.text(ex, 0.75, "src (B, T_src)", ha="center", fontsize=8.5, family="monospace")
-    arrow(ax, (ex, 1.0), (ex, 1.62))
-    arrow(ax, (ex, 2.18), (ex, 3.32), "x (B, T_src, d_model)")
-    for (y0, _, _), (y1, _, _) in itertools.pairwise(rows):
-        arrow(ax, (ex, y0 + h / 2), (ex, y1 - h / 2))
-    residual(ax, ex, 3.15, 4.5, w / 2)  # x + self_attn(x), then norm
-    residual(ax, ex, 4.95, 6.5, w / 2)  # x + ffn(x), then norm
-    ax.text(ex, 7.55, "memory (B, T_src, d_model)", ha="center", fontsize=8.5, family="monospace")
-    arrow(ax, (ex, 6.78), (ex, 7.4))
-    ax.text(ex, 8.2, "ENCODER", ha="center", fontsize=11, weight="bold")
+    frame(ax, ex - w / 2 - 30, 126, ex + w / 2 + 30, 326)
+    ax.text(ex - w / 2 - 38, 226, "N ×", fontsize=pt(24), ha="right", va="center", weight="bold")
+    rows = [("multi-head self-attention", "attn"), ("add & norm", "norm"), ("feed-forward", "ffn"), ("add & norm", "norm")]  # fmt: skip
+    spans = column(ax, ex, base, [(text, kind, h) for text, kind in rows], w, gap)
+    residual(ax, ex, 136, sum(spans[1]) / 2, w / 2)  # x + self_attn(x), then norm
+    residual(ax, ex, spans[1][1] + gap / 2, sum(spans[3]) / 2, w / 2)  # x + ffn(x), then norm
+    box(ax, ex, 67, w, h2, "embedding × √d_model\n+ positional encoding", "embed")
+    note(ax, ex, 10, "src (B, T_src)", ha="center")
+    arrow(ax, (ex, 21), (ex, 40))
+    arrow(ax, (ex, 94), (ex, base), "x (B, T_src, d_model)", offset=(-8, -13), ha="right")
+    note(ax, ex, 358, "memory (B, T_src, d_model)", ha="center")
+    arrow(ax, (ex, spans[-1][1]), (ex, 348))
+    ax.text(ex, 400, "ENCODER", ha="center", va="center", fontsize=pt(TITLE), weight="bold")
     # decoder
-    ax.add_patch(
-        FancyBboxPatch((dx - 1.85, 3.05), 3.7, 6.1, boxstyle="round,pad=0.05", facecolor="#fafafa", edgecolor="#888888")
-    )
-    ax.text(dx + 2.1, 6.1, "× N", fontsize=12, ha="left", va="center", weight="bold")
     drows = [
-        (3.6, "masked multi-head\nself-attention", "attn"), (4.5, "add & norm", "norm"),
-        (5.5, "cross-attention\nQ: decoder, K,V: memory", "attn"), (6.4, "add & norm", "norm"),
-        (7.4, "feed-forward", "ffn"), (8.4, "add & norm", "norm"),
+        ("masked multi-head\nself-attention", "attn"), ("add & norm", "norm"),
+        ("cross-attention\nQ: decoder, K,V: memory", "attn"), ("add & norm", "norm"),
+        ("feed-forward", "ffn"), ("add & norm", "norm"),
     ]  # fmt: skip
-    for y, text, kind in drows:
-        box(ax, dx, y, w, h + (0.15 if "\n" in text else 0), text, kind, fontsize=8.5 if "\n" in text else 9)
-    for (y0, t0, _), (y1, t1, _) in itertools.pairwise(drows):
-        arrow(ax, (dx, y0 + h / 2 + (0.07 if "\n" in t0 else 0)), (dx, y1 - h / 2 - (0.07 if "\n" in t1 else 0)))
-    residual(ax, dx, 3.15, 4.5, w / 2, side=1)
-    residual(ax, dx, 4.95, 6.4, w / 2, side=1)
-    residual(ax, dx, 6.9, 8.4, w / 2, side=1)
-    box(ax, dx, 1.9, w, h, "embedding × √d_model\n+ positional encoding", "embed", fontsize=8)
-    ax.text(dx, 0.75, "tgt (B, T_tgt), shifted right", ha="center", fontsize=8.5, family="monospace")
-    arrow(ax, (dx, 1.0), (dx, 1.62))
-    arrow(ax, (dx, 2.18), (dx, 3.25), "causal tgt_mask", offset=(0.1, 0.0))
+    spans = column(ax, dx, base, [(text, kind, h2 if "\n" in text else h) for text, kind in drows], w, gap)
+    frame(ax, dx - w / 2 - 30, 126, dx + w / 2 + 30, spans[-1][1] + 10)
+    ax.text(dx + w / 2 + 38, (126 + spans[-1][1] + 10) / 2, "× N", fontsize=pt(24), ha="left", va="center", weight="bold")  # fmt: skip
+    for branch, norm in [(136, 1), (spans[1][1] + gap / 2, 3), (spans[3][1] + gap / 2, 5)]:
+        residual(ax, dx, branch, sum(spans[norm]) / 2, w / 2, side=1)
+    box(ax, dx, 67, w, h2, "embedding × √d_model\n+ positional encoding", "embed")
+    note(ax, dx, 10, "tgt (B, T_tgt), shifted right", ha="center")
+    arrow(ax, (dx, 21), (dx, 40))
+    arrow(ax, (dx, 94), (dx, base), "causal tgt_mask", offset=(8, -13))
     # memory feeds every decoder layer's cross-attention (keys and values only)
-    arrow(ax, (ex + 1.65, 7.55), (dx - w / 2, 5.5), "K, V", rad=-0.2, colour="#c0392b", offset=(0.3, 0.35))
-    ax.text(dx, 9.45, "DECODER", ha="center", fontsize=11, weight="bold")
-    box(ax, dx, 10.3, w, h, "linear (generator)", "out")
-    box(ax, dx, 11.2, w, h, "softmax → next-token probabilities", "out", fontsize=8.5)
-    arrow(ax, (dx, 8.68), (dx, 10.02))
-    arrow(ax, (dx, 10.58), (dx, 10.92))
-    ax.text(dx + 1.65, 9.75, "(B, T_tgt, vocab)", fontsize=8, family="monospace")
-    save(fig, "transformer.png")
+    arrow(ax, (ex + 147, 358), (dx - w / 2, sum(spans[2]) / 2), rad=-0.25, colour="#c0392b")
+    ax.text(445, 312, "K, V", fontsize=pt(NOTE), ha="center", va="center", family="monospace", color="#c0392b")
+    top = spans[-1][1]
+    ax.text(dx - w / 2 - 30, top + 27, "DECODER", ha="left", va="center", fontsize=pt(TITLE), weight="bold")
+    arrow(ax, (dx, top), (dx, top + 42))
+    linear, _ = column(ax, dx, top + 42, [("linear (generator)", "out", h), ("softmax → next-token probabilities", "out", h)], 350, 30)  # fmt: skip
+    note(ax, dx + 8, linear[1] + 15, "(B, T_tgt, vocab)")  # the logits
+    return fig
 
 
 def attention_flow():
     """Scaled dot-product attention, operation by operation, with the shape after each."""
-    fig, ax = canvas(8.0, 6.9, (0, 11), (0, 9.5))
-    box(ax, 1.5, 0.8, 2.0, 0.6, "Q  (B, T_q, d_k)", "tensor")
-    box(ax, 4.3, 0.8, 2.0, 0.6, "K  (B, T_k, d_k)", "tensor")
-    box(ax, 9.8, 0.8, 2.0, 0.6, "V  (B, T_k, d_v)", "tensor")
+    fig, ax = canvas(900, 600)
+    x, w = 152, 296  # the column of steps
+    box(ax, 92, 22, 176, 40, "Q  (B, T_q, d_k)", "tensor")
+    box(ax, 304, 22, 176, 40, "K  (B, T_k, d_k)", "tensor")
+    box(ax, 798, 22, 170, 40, "V  (B, T_k, d_v)", "tensor")
     steps = [
-        (2.2, "Q Kᵀ", "(B, T_q, T_k)   one score per (query, key)"),
-        (3.4, "÷ √d_k", "keeps the scores' variance near 1"),
-        (4.6, "mask: False → −∞", "True = may attend (padding, causal)"),
-        (5.8, "softmax over keys (dim=−1)", "(B, T_q, T_k)   each row sums to 1"),
+        ("Q Kᵀ", "(B, T_q, T_k)   one score per (query, key)"),
+        ("÷ √d_k", "keeps the scores' variance near 1"),
+        ("mask: False → −∞", "True = may attend (padding, causal)"),
+        ("softmax over keys (dim=−1)", "(B, T_q, T_k)   each row sums to 1"),
     ]
-    x = 2.9
-    arrow(ax, (1.5, 1.1), (x - 0.4, 1.92))
-    arrow(ax, (4.3, 1.1), (x + 0.4, 1.92))
-    for (y0, _, _), (y1, _, _) in itertools.pairwise(steps):
-        arrow(ax, (x, y0 + 0.28), (x, y1 - 0.28))
-    for y, op, note in steps:
-        box(ax, x, y, 3.4, 0.56, op, "op")
-        ax.text(x + 1.85, y, note, fontsize=8, va="center", family="monospace")
-    box(ax, 5.8, 7.1, 3.2, 0.56, "weights @ V", "op")
-    arrow(ax, (x, 6.08), (5.2, 6.82))
-    ax.plot([9.8, 9.8], [1.1, 7.1], color="#333333", linewidth=1.1)
-    arrow(ax, (9.8, 7.1), (7.4, 7.1))
-    box(ax, 5.8, 8.15, 3.6, 0.56, "output  (B, T_q, d_v)", "out")
-    arrow(ax, (5.8, 7.38), (5.8, 7.87))
-    ax.text(
-        5.5, 9.2, "Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V", fontsize=10, ha="center", va="center", style="italic"
-    )
-    save(fig, "attention_flow.png")
+    spans = column(ax, x, 94, [(op, "op", 40) for op, _ in steps], w, 34)
+    for (bottom, top), (_, text) in zip(spans, steps):
+        note(ax, x + w / 2 + 12, (bottom + top) / 2, text)
+    arrow(ax, (92, 42), (x - 40, 94))
+    arrow(ax, (304, 42), (x + 40, 94))
+    box(ax, 480, 420, 200, 40, "weights @ V", "op")
+    arrow(ax, (x, spans[-1][1]), (430, 400))
+    ax.plot([798, 798], [42, 420], color="#333333", linewidth=1.3)
+    arrow(ax, (798, 420), (580, 420))
+    box(ax, 480, 495, 260, 40, "output  (B, T_q, d_v)", "out")
+    arrow(ax, (480, 440), (480, 475))
+    ax.text(444, 565, "Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V", fontsize=pt(TITLE), ha="center", va="center", style="italic")  # fmt: skip
+    return fig
 
 
 def multi_head_shapes():
     """Shapes through multi-head attention: split the model dimension into heads, attend, merge back."""
-    fig, ax = canvas(10.5, 7.0, (0, 15), (0, 9.0))
+    fig, ax = canvas(900, 560)
     stages = [
-        (0.6, "x  (B, T, d_model)", "tensor", None),
-        (1.7, "w_q, w_k, w_v: nn.Linear(d_model, d_model)", "op", "(B, T, d_model) each"),
-        (2.8, ".view(B, T, n_heads, d_k)", "op", "split: d_model = n_heads × d_k"),
-        (3.9, ".transpose(1, 2)", "op", "(B, n_heads, T, d_k): heads become a batch dim"),
-        (5.0, "scaled dot-product attention", "attn", "(B, n_heads, T, d_k);  weights (B, n_heads, T, T)"),
-        (6.1, ".transpose(1, 2).reshape(B, T, d_model)", "op", "merge: the heads side by side"),
-        (7.2, "w_o: nn.Linear(d_model, d_model)", "op", "mixes what the heads found"),
-        (8.3, "output  (B, T, d_model)", "out", None),
+        ("x  (B, T, d_model)", "tensor", None),
+        ("w_q, w_k, w_v:\nnn.Linear(d_model, d_model)", "op", "(B, T, d_model) each"),
+        (".view(B, T, n_heads, d_k)", "op", "split: d_model = n_heads × d_k"),
+        (".transpose(1, 2)", "op", "(B, n_heads, T, d_k):\nheads become a batch dim"),
+        ("scaled dot-product attention", "attn", "(B, n_heads, T, d_k);\nweights (B, n_heads, T, T)"),
+        (".transpose(1, 2)\n.reshape(B, T, d_model)", "op", "merge: the heads side by side"),
+        ("w_o: nn.Linear(d_model, d_model)", "op", "mixes what the heads found"),
+        ("output  (B, T, d_model)", "out", None),
     ]
-    x = 3.2
-    for y, text, kind, note in stages:
-        box(ax, x, y, 5.0, 0.58, text, kind, fontsize=8.5)
-        if note:
-            ax.text(x + 2.75, y, note, fontsize=8, va="center", family="monospace")
-    for (y0, *_), (y1, *_) in itertools.pairwise(stages):
-        arrow(ax, (x, y0 + 0.29), (x, y1 - 0.29))
-    # the heads, drawn as a stack
+    x, w = 180, 350
+    rows = [(text, kind, 58 if "\n" in text else 40) for text, kind, _ in stages]
+    spans = column(ax, x, 0, rows, w, 24)
+    for (bottom, top), (*_, text) in zip(spans, stages):
+        if text:
+            note(ax, x + w / 2 + 14, (bottom + top) / 2, text)
+    # the heads, drawn as a stack, beside the attention
+    y = sum(spans[4]) / 2
     for i, colour in enumerate(["#f9d9a8", "#f4c27f", "#eeaa55", "#e89330"]):
-        ax.add_patch(FancyBboxPatch((13.4 + 0.12 * i, 4.45 + 0.12 * i), 0.9, 0.9, boxstyle="round,pad=0.02", facecolor=colour, edgecolor="#555555"))  # fmt: skip
-    ax.text(14.0, 4.25, "n_heads attention\nmaps, in parallel", fontsize=8, ha="center", va="top")
-    save(fig, "multi_head_shapes.png")
+        ax.add_patch(FancyBboxPatch((720 + 9 * i, y - 41 + 9 * i), 56, 56, boxstyle="round,pad=0,rounding_size=4", facecolor=colour, edgecolor="#555555"))  # fmt: skip
+    ax.text(761, y - 48, "n_heads attention\nmaps, in parallel", fontsize=pt(NOTE), ha="center", va="top")
+    return fig
 
 
 DIAGRAMS = {
@@ -196,11 +249,22 @@ DIAGRAMS = {
 }
 
 
-def main(out: Path = HERE) -> None:
-    global OUT
-    OUT = Path(out)
-    for draw in DIAGRAMS.values():
-        draw()
+def main(out: Path = HERE) -> dict[str, float]:
+    """Draws every diagram into out; returns each one's smallest label, in px, as a slide shows it."""
+    shown, problems = {}, []
+    for name, draw in DIAGRAMS.items():
+        fig = draw()
+        path = Path(out) / name
+        fig.savefig(path, dpi=DPI, bbox_inches=drawn(fig), metadata={"Software": None})
+        with Image.open(path) as png:
+            shown[name] = smallest_label_on_slide(fig, png.size)
+            print(f"wrote {path}: {png.width}x{png.height}, smallest label {shown[name]:.1f} px on a slide")
+        problems += [f"{name}: {p}" for p in collisions(fig)]
+        plt.close(fig)
+    problems += [f"{n}: a label only {px:.1f} px tall on a slide" for n, px in shown.items() if px < MIN_LABEL_PX]
+    if problems:
+        raise ValueError("\n".join(problems))
+    return shown
 
 
 if __name__ == "__main__":

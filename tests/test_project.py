@@ -359,3 +359,17 @@ def test_a_charts_choices_too_small_together_on_a_slide_are_drawn_alone_for_the_
     assert abs(first.width - 1.5 * one.width) <= 2  # every label 1.5 times its 12 px
     small = attention_chart(torch.rand(2, 5, 5).softmax(-1), list("abcde"), head_names=["a", "b"]).to_dict()
     assert builder.projector_panels(small, static_png(small)) == []
+
+
+def test_every_diagrams_labels_are_legible_on_a_slide(tmp_path):
+    """A slide shows a diagram at most 1200 x 620 px, shrunk to fit, never enlarged: every label must come out at
+    least 18 px tall there (the originals' smallest were 10-12 px)."""
+    spec = importlib.util.spec_from_file_location("draw", ROOT / "images" / "draw.py")
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    shown = draw.main(tmp_path)
+    assert sorted(shown) == sorted(draw.DIAGRAMS)
+    assert all(px >= 18 for px in shown.values()), shown
+    fig = draw.transformer()  # the same labels in a PNG 750 px tall would shrink to 15 px: the check can fail
+    assert draw.smallest_label_on_slide(fig, (880, 750)) < 18
+    draw.plt.close(fig)
