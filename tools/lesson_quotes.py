@@ -118,6 +118,7 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
         "mirror-head-1": one(r"^head 1: mean weight on the mirrored letter ([\d.]+)"),
     },
     "06_transformer": {
+        "last-loss": one(r"^last loss ([\d.]+);"),
         "failures": one(r"^(\d+) failures, "),
         "accuracy": one(r"^held-out exact-match accuracy: ([\d.]+%)"),
         "one-field": one(r"^\d+ failures, (\d+) of them with exactly one field wrong"),
