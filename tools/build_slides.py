@@ -355,6 +355,8 @@ def _part_key(name: str) -> str:
     """What a lesson plan's part or a deck's section is called, to match one to the other: ``§5``, ``bug 7``,
     ``setup``, ``discussion``, ``summary`` (the wrap-up), else its name in lower case."""
     name = name.strip().rstrip(".")
+    if name.startswith(("Opening", "Setup")):  # "Setup; §1 The decoder layer": on the Setup slide, where it begins
+        return "setup"
     for pattern, key in ((r"§(\d+)", "§{}"), (r"^(\d+)\.", "§{}"), (r"^Bugs? (\d+)", "bug {}")):
         found = re.search(pattern, name)
         if found:
@@ -436,9 +438,10 @@ def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str
     for note, (name, text), (start, _) in zip(later, parts[skip:], minutes[skip:], strict=True):
         title = name.split(" · ", 1)[1]
         quoted = re.findall(r"`([^`]+)`", title) + ["my_prediction"] * bool(re.match(r"(§\d+\s*)?Prediction\b", title))
-        quoted += re.findall(r"^(Exercise \d+)\b", title)
         topic = _stems(re.sub(r"`[^`]*`", "", re.split(r";", re.sub(r"^§\d+\s*", "", title))[0]))
         named = [n for n in re.findall(r"`([A-Za-z_][\w.]*)", text) if re.search(r"\w[_.]\w", n)][:1]
+        if re.match(r"Exercise \d+\b", title):  # done together: on the slide of its stub, where its solution is
+            quoted += [f"def {n}(" for n in named] or re.findall(r"^(Exercise \d+)\b", title)
         found = find(quoted, set()) if quoted else find([], topic)
         if found is None and named:
             found = find(named, set())
@@ -532,7 +535,9 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 new_section()
                 section_title = heading.group(2) if heading else section_title
                 if heading and heading.group(1) == "##":
-                    sections[-1][0].notes += section_script(_part_key(section_title))
+                    # the wrap-up ("show the Summary and the Pitfalls table") from the first of the two
+                    key = "summary" if section_title.strip() == "Pitfalls" else _part_key(section_title)
+                    sections[-1][0].notes += section_script(key)
                 if heading and heading.group(1) == "#":
                     title = heading.group(2)
             for i, block in enumerate(blocks):
@@ -661,6 +666,11 @@ Reveal.initialize({{
 // on its slide grows into the room left, as wide as the slide allows: legible from the back of the room.
 function fitBoxes(slide) {{
   if (!slide) return;
+  // a formula wider than the slide is drawn smaller until it fits, not cut at the right edge
+  slide.querySelectorAll("div.math").forEach(d => {{
+    d.style.fontSize = "";
+    if (d.scrollWidth > d.clientWidth + 1) d.style.fontSize = Math.max(0.55, d.clientWidth / d.scrollWidth - 0.01) + "em";
+  }});
   const boxes = Array.from(slide.querySelectorAll(":scope > .scroll"));
   boxes.forEach(b => {{ b.style.maxHeight = "none"; }});
   const outer = el => {{ const st = getComputedStyle(el); return el.offsetHeight + parseFloat(st.marginTop) + parseFloat(st.marginBottom); }};

@@ -518,7 +518,8 @@ attention_grid(
     torch.stack([weights[layer, 0, head] for layer, head in shown]),  # (6, T, T)
     keys=[str(d) for d in test_x[0].tolist()],
     queries=[f"{i}→{d}" for i, d in enumerate(prediction[0].tolist())],
-    titles=[f"layer {layer + 1}, head {head + 1} (H = {entropy[layer, head]:.2f})" for layer, head in shown],
+    titles=[f"{'focused' if k < 3 else 'diffuse'} {k % 3 + 1}: layer {layer + 1}, head {head + 1} "
+            f"(H = {entropy[layer, head]:.2f})" for k, (layer, head) in enumerate(shown)],  # fmt: skip
     ncols=3,
     suptitle="Pre-norm sorter on one sequence: most focused heads (top), most diffuse (bottom)",
 )

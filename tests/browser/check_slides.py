@@ -54,7 +54,7 @@ INSPECT = """() => {
       slide: `${idx.h}/${idx.v || 0}`, bottom: Math.round(bottom), right: Math.round(right),
       // a box that hides some of what it holds: downwards (it scrolls) and sideways (nothing should be)
       clipped: boxes.filter(b => b.scrollHeight > b.clientHeight + 2).map(b => b.textContent.trim().slice(0, 50)),
-      cut_sideways: Array.from(s.querySelectorAll(".scroll, pre, table"))
+      cut_sideways: Array.from(s.querySelectorAll(".scroll, pre, table, div.math"))
                          .filter(b => b.scrollWidth > b.clientWidth + 2).map(b => b.textContent.trim().slice(0, 50)),
       raw_latex: raw || null,
       merror: s.querySelectorAll("merror").length,
