@@ -548,6 +548,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                     needed = sum(_prose_height(b) for b in blocks[i:]) + PREDICTION_ROOM
                 elif block.lstrip().startswith("#") and not (i == 0 and heading):
                     needed = _prose_height(block) + (_prose_height(blocks[i + 1]) if i + 1 < len(blocks) else 150)
+                elif i + 1 < len(blocks) and blocks[i + 1].lstrip().startswith("$$") and re.search(r"\w$", block):
+                    needed = _prose_height(block) + _prose_height(blocks[i + 1])  # a sentence its formula ends
                 else:
                     needed = 0
                 if needed and len(sections[-1][-1].pieces) > 1 and sections[-1][-1].height + needed > BUDGET:

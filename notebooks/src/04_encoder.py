@@ -514,12 +514,15 @@ print("target:", test_y[0].tolist(), f"({wrong} of {T_SORT} digits wrong)" if wr
 peaks = [weights[layer, 0, head].max().item() for layer, head in shown]  # largest weight in each panel
 print("largest weight in each panel:", ", ".join(f"{p:.2f}" for p in peaks))
 assert max(peaks[:3]) > 0.5 > max(peaks[3:])
+names = [f"{'focused' if k < 3 else 'diffuse'} {k % 3 + 1}" for k in range(len(shown))]  # the panels' rows
 attention_grid(
     torch.stack([weights[layer, 0, head] for layer, head in shown]),  # (6, T, T)
     keys=[str(d) for d in test_x[0].tolist()],
     queries=[f"{i}→{d}" for i, d in enumerate(prediction[0].tolist())],
-    titles=[f"{'focused' if k < 3 else 'diffuse'} {k % 3 + 1}: layer {layer + 1}, head {head + 1} "
-            f"(H = {entropy[layer, head]:.2f})" for k, (layer, head) in enumerate(shown)],  # fmt: skip
+    titles=[
+        f"{n}: layer {layer + 1}, head {head + 1} (H = {entropy[layer, head]:.2f})"
+        for n, (layer, head) in zip(names, shown, strict=True)
+    ],
     ncols=3,
     suptitle="Pre-norm sorter on one sequence: most focused heads (top), most diffuse (bottom)",
 )
