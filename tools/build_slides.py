@@ -204,6 +204,9 @@ def _blocks(source: str) -> list[str]:
     # a list's items separated by blank lines, or a line that introduces a list, stay with the list
     merged: list[str] = []
     for block in blocks:
+        if merged and merged[-1].lstrip().startswith("<details") and "</details>" not in merged[-1]:
+            merged[-1] += "\n\n" + block  # a toggle and what it hides: one block, never split between slides
+            continue
         is_item = re.match(r"\s*(?:[-*+]|\d+\.)\s", block) is not None
         if (
             merged
