@@ -364,7 +364,7 @@ def _part_key(name: str) -> str:
         found = re.search(pattern, name)
         if found:
             return key.format(found.group(1))
-    for start, key in (("Opening", "setup"), ("Setup", "setup"), ("Discussion", "discussion"), ("Wrap-up", "summary")):
+    for start, key in (("Discussion", "discussion"), ("Wrap-up", "summary")):
         if name.startswith(start):
             return key
     return name.lower()
@@ -412,8 +412,9 @@ def place_cues(slides: list[Slide], later: list[str], parts: list[tuple[str, str
     finds ``Scoring: ...``, ``§6 Bugs 2 to 6`` a paragraph that opens "Bugs 2 to 4, ..."), else the first text
     holding the first name its script quotes (``Run live: `learn_bpe` ...``). A part found by none of these goes as
     far after the previous one as its minutes are into what is left of the section's. A part titled "Exercise N"
-    is found by those words. With ``first`` false, the first part is placed that way too (``later`` holds its cue):
-    the Exercises section's parts go with the exercise they do, not on the section's first slide."""
+    (one done together) is found at its stub, ``def`` and the first name its script quotes, else by those words.
+    With ``first`` false, the first part is placed that way too (``later`` holds its cue): the Exercises section's
+    parts go with the exercise they do, not on the section's first slide."""
     if not later:
         return
     marks = []  # (slide, whether a ### heading, its text), in the order the class sees them
