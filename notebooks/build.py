@@ -316,14 +316,20 @@ def projector_panels(spec: dict, twin: bytes) -> list[str]:
     import struct
 
     from course_utils.teaching._vega import choice_specs, to_png
-    from course_utils.teaching.plots import CHART_TEXT, SLIDE_MAX_SCALE, SLIDE_ROOM, SLIDE_TEXT_PX, palette_png
+    from course_utils.teaching.plots import SLIDE_TEXT_PX, palette_png, slide_scale
 
     width, height = struct.unpack(">II", twin[16:24])  # a PNG's header
-    label = CHART_TEXT["labelFontSize"]
     choices = choice_specs(spec)
-    if len(choices) < 2 or label * min(SLIDE_MAX_SCALE, SLIDE_ROOM[0] / width, SLIDE_ROOM[1] / height) >= SLIDE_TEXT_PX:
+    if len(choices) < 2 or chart_text_px(spec) * slide_scale(width, height) >= SLIDE_TEXT_PX:
         return []
-    return [base64.b64encode(palette_png(to_png(one, scale=SLIDE_TEXT_PX / label))).decode() for one in choices]
+    scale = SLIDE_TEXT_PX / chart_text_px(spec)
+    return [base64.b64encode(palette_png(to_png(one, scale=scale))).decode() for one in choices]
+
+
+def chart_text_px(spec: dict) -> float:
+    """A chart's smallest text, in pixels: the course's charts set every size (Vega's defaults are 10-11 px)."""
+    sizes = [float(v) for v in re.findall(r'"(?:label|title)?[fF]ontSize": ([0-9.]+)', json.dumps(spec))]
+    return min(sizes, default=10.0)
 
 
 def add_static_twins(nb: nbformat.NotebookNode) -> int:
@@ -331,6 +337,7 @@ def add_static_twins(nb: nbformat.NotebookNode) -> int:
     choice alone for the decks where the grid would be too small there (``projector_panels``); returns how many
     were added."""
     from course_utils.teaching._vega import static_png
+    from course_utils.teaching.plots import SLIDE_TEXT_PX
 
     added = 0
     for cell in nb.cells:
@@ -345,10 +352,11 @@ def add_static_twins(nb: nbformat.NotebookNode) -> int:
             if spec is None:
                 continue
             twin = static_png(spec)
-            metadata = {TWIN: True}
+            metadata = {TWIN: True, "text_px": chart_text_px(spec)}
             panels = projector_panels(spec, twin)
             if panels:
                 metadata["projector_panels"] = panels
+                metadata["projector_text_px"] = SLIDE_TEXT_PX
             png = base64.b64encode(twin).decode()
             outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png}, metadata=metadata))
             added += 1

@@ -355,5 +355,36 @@ def test_a_grid_too_small_for_a_slide_comes_with_each_panel_alone_legible_there(
     assert _smallest_text_px(alone, 1240) >= 18, f"{_smallest_text_px(alone, 1240):.1f} px"
     shared = {vmax for *_, vmax in grid.panels}
     assert len(shared) == 1  # one colour scale, as in the grid
+    assert metadata["projector_text_px"] >= 18
     small = plots.attention_grid(torch.rand(2, 6, 6).softmax(-1), list("abcdef"))
-    assert small.panels == [] and small._repr_mimebundle_() == ({}, {})
+    data, metadata = small._repr_mimebundle_()
+    assert small.panels == [] and data == {} and set(metadata) == {"text_px"}
+
+
+@pytest.mark.slow  # a second or two: draws the figure three times
+def test_a_figure_whose_text_would_be_small_on_a_slide_comes_with_a_copy_drawn_smaller_for_one():
+    """A wide figure (chapter 01's three panels, 11 inches) is shown on a slide at most 1240 px wide, and its 11-pt
+    text at about 17 px there: its metadata holds a copy drawn smaller with the same text, which the slide enlarges
+    until that text is 18 px. The figure itself, as the notebook shows it, is left as it was."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), layout="constrained")
+    for ax in axes:
+        ax.plot(range(10), label="a line")
+        ax.set(title="a panel", xlabel="step")
+        ax.legend(fontsize=plots.SMALL_TEXT)
+    before = fig.get_size_inches().tolist()
+    metadata = plots.figure_metadata(fig)
+    assert fig.get_size_inches().tolist() == before
+    assert metadata["text_px"] == pytest.approx(plots.SMALL_TEXT * 100 / 72, abs=0.1)  # the legend's, the smallest
+    copy = Image.open(io.BytesIO(base64.b64decode(metadata["projector_png"])))
+    shown = metadata["projector_text_px"] * plots.slide_scale(*copy.size)
+    assert 18 <= shown < 19.5, shown
+    narrow, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+    ax.plot(range(10))
+    assert set(plots.figure_metadata(narrow)) == {"text_px"}  # 1.5 times its size on a slide: 23 px already
+    empty = plt.figure()
+    assert plots.figure_metadata(empty) == {}  # no text to measure

@@ -4,6 +4,7 @@ The headless-browser check (tests/browser/check_slides.py, in `make check-browse
 these tests read the decks' HTML: nothing loaded from another host, no solution or prediction answer on a slide,
 each of them in the speaker notes instead, and the lesson plans' discussion answers there too."""
 
+import base64
 import html
 import importlib.util
 import itertools
@@ -222,6 +223,50 @@ def test_an_exercise_done_together_is_cued_on_its_own_slide():
     assert [s.notes for s in slides] == [[], [], ["<div>cue</div>"]]
 
 
+@SLOW
+def test_the_discussion_slide_names_the_slide_of_an_exercise_done_before_it(decks):
+    """A lesson plan that does an end-of-chapter exercise together before the discussion (01, 03, 05): the
+    Discussion slide's notes give the number the deck shows on that exercise's slide, whose notes hold its cue."""
+    pointed = 0
+    for stem in chapters():
+        page = (decks / f"{stem}.html").read_text()
+        top = re.findall(r"<section>(<section>.*?</section>)</section>|<section>((?:(?!<section>).)*?)</section>",
+                         page.split('<div class="slides">', 1)[1], re.DOTALL)  # fmt: skip
+        numbered = {}
+        for h, (stack, alone) in enumerate(top, start=1):
+            leaves = re.findall(r"<section>(.*?)</section>", stack, re.DOTALL) if stack else [alone]
+            for v, leaf in enumerate(leaves, start=1):
+                numbered[f"{h}.{v}" if stack else f"{h}"] = leaf
+        for name, number in re.findall(r"<i>Before the discussion</i>: (.*?), on slide ([\d.]+) further on", page):
+            pointed += 1
+            assert f'<div class="cue"><p><b>{name}</b></p>' in numbered[number], (stem, name, number)
+    assert pointed >= 3
+
+
+def test_a_sentence_that_introduces_code_goes_to_the_code_s_slide():
+    """A paragraph ending in a colon ("One optimizer step:") is not left at the foot of a slide whose next one
+    shows the code it introduces; it stays where moving it would leave only headings behind."""
+    build = _tool("build_slides")
+    Slide, Piece = build.Slide, build.Piece
+    slide = Slide([Piece("<h2>Training</h2>", 60), Piece("<p>A loss.</p>", 40), Piece("<p>One step:</p>\n", 40)])
+    assert [p.html for p in slide.take_lead_in()] == ["<p>One step:</p>\n"] and len(slide.pieces) == 2
+    assert slide.take_lead_in() == []  # "A loss." ends with a full stop
+    alone = Slide([Piece("<h2>Training</h2>", 60), Piece("<p>One step:</p>", 40)])
+    assert alone.take_lead_in() == [] and len(alone.pieces) == 2
+
+
+def test_a_code_cell_taller_than_a_slide_is_cut_between_its_statements_the_output_with_the_last_part():
+    build = _tool("build_slides")
+    helper = "def helper(x):\n" + "".join(f"    x = x + {i}\n" for i in range(12)) + "    return x"
+    loop = "for step in range(3):\n    print(helper(step))\n\n    # a blank line inside the loop: no cut here\n    pass"
+    source = f"{helper}\n\n\n{loop}"
+    assert build.code_parts(source, 2000, 100) == [source]  # fits: whole
+    parts = build.code_parts(source, 24 + build.CODE_LINE * 15, 100)
+    assert parts == [helper + "\n", loop]  # cut before the loop only, never inside it
+    assert "\n\n".join(parts) == source  # nothing lost
+    assert build.code_parts(helper, 100, 0) == [helper]  # no blank line: whole, and its box scrolls
+
+
 def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
     """An output whose metadata holds ``projector_panels`` (a grid too small on a slide) is shown panel by panel,
     each alone on its slide at its own size (drawn for it), not the grid."""
@@ -247,6 +292,60 @@ def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
     assert all('style="width: 700px; height: 630px"' in p.html and p.height == build.BUDGET for p in pieces)
     plain = build.output_pieces(nbformat.v4.new_code_cell("plot()", outputs=[{**output, "metadata": {}}]))
     assert len(plain) == 1 and grid in plain[0].html
+
+
+def test_a_figure_drawn_smaller_for_a_projector_replaces_it_on_the_slide_with_its_text_size():
+    """An output whose metadata holds ``projector_png`` (the figure drawn smaller, its text as it is) is shown by
+    that copy, enlarged to the slide; each figure carries the size of its smallest text for the browser check."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    build = _tool("build_slides")
+
+    def png(width, height):
+        buffer = io.BytesIO()
+        Image.new("RGB", (width, height), "white").save(buffer, format="PNG")
+        return base64.b64encode(buffer.getvalue()).decode()
+
+    wide, copy = png(1111, 331), png(820, 244)
+    metadata = {"text_px": 13.2, "projector_png": copy, "projector_text_px": 13.2}
+    output = nbformat.v4.new_output("display_data", data={"image/png": wide}, metadata=metadata)
+    [piece] = build.output_pieces(nbformat.v4.new_code_cell("plot()", outputs=[output]))
+    assert copy in piece.html and wide not in piece.html
+    assert 'style="width: 1230px; height: 366px" data-text-px="13.2"' in piece.html  # 1.5 times: 19.8 px of text
+    plain = {**output, "metadata": {"text_px": 15.3}}
+    [piece] = build.output_pieces(nbformat.v4.new_code_cell("plot()", outputs=[plain]))
+    assert wide in piece.html and 'style="width: 1240px; height: 369px" data-text-px="15.3"' in piece.html  # 1240 wide
+
+
+def test_every_figure_in_the_decks_shows_its_smallest_text_at_18_px_or_more():
+    """What the browser check measures at 1280x800, read from the committed notebooks: every figure a deck shows
+    (a notebook's own, a chart's static twin, a grid's panels) knows its smallest text and shows it at 18 px or
+    more, as large as its slide draws it."""
+    build = _tool("build_slides")
+    size = re.compile(r'width: (\d+)px; height: \d+px" data-text-px="([\d.]+)" src="data:image/png;base64,([^"]+)"')
+    shown, small, unknown = 0, [], []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for k, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != "code":
+                continue
+            for piece in build.output_pieces(cell):
+                if '<img class="figure"' not in piece.html:
+                    continue
+                shown += 1
+                found = size.search(piece.html)
+                if not found:
+                    unknown.append(f"{path.stem} cell {k}")
+                    continue
+                width, text_px, png = int(found[1]), float(found[2]), found[3]
+                natural = build._png_size(base64.b64decode(png))[0]
+                if text_px * width / natural < 17.75:
+                    small.append(f"{path.stem} cell {k}: {text_px * width / natural:.1f} px")
+    assert shown > 30
+    assert not unknown, f"figures without the size of their text (re-execute the chapter): {unknown}"
+    assert not small, f"figures whose text is under 18 px on a slide: {small}"
 
 
 def test_a_paragraph_cut_by_hand_shows_what_its_slide_says_and_the_notes_keep_the_rest():

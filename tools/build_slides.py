@@ -47,6 +47,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from course_utils.teaching.plots import slide_scale
+
 try:  # IPython's lexer reads a cell's `!command` and `%magic` lines as such, where Python's marks them as errors
     from IPython.lib.lexers import IPython3Lexer as CellLexer
 except ImportError:  # pragma: no cover - IPython comes with ipykernel
@@ -63,6 +65,7 @@ BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\s*$", re.MULTILIN
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION\n?", re.DOTALL)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 EDITION_BANNER = re.compile(r"^> \*\*(?:Student|Complete) edition.*\n?", re.MULTILINE)
+DETOUR = "\x00{}\x00"  # where the Discussion slide names the slide of an exercise done together, once it is known
 CLOSING_SECTIONS = ("Pitfalls", "Summary", "Exercises")  # the discussion slide goes before the first of these
 
 
@@ -117,12 +120,54 @@ class Slide:
         """Whether it holds nothing but headings (a section's, a subsection's, a "continued" line)."""
         return all(re.match(r'<(h\d|p class="continued")', p.html) for p in self.pieces)
 
+    def take_lead_in(self) -> list[Piece]:
+        """What introduces the code, formula, table or figure that goes to the next slide, removed from this one:
+        its last piece where that is a sentence ending in a colon, with the subsection heading right above it, if
+        any. Where that would leave only headings here, the paragraph's last sentence alone; else []."""
+        if len(self.pieces) < 2 or not re.fullmatch(r"<p>.*:</p>\s*", self.pieces[-1].html, re.DOTALL):
+            return []
+        k = len(self.pieces) - 1
+        while k > 0 and re.match(r"<h[3-6]", self.pieces[k - 1].html):
+            k -= 1  # a subsection's heading goes with its sentence
+        if not Slide(self.pieces[:k]).bare:
+            taken, self.pieces[k:] = self.pieces[k:], []
+            return taken
+        split = _last_sentence(self.pieces[-1].html)
+        if split is None:
+            return []
+        self.pieces[-1] = Piece(split[0], _html_height(split[0]))
+        return [Piece(split[1], _html_height(split[1]))]
+
+
+SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z(])")
+
+
+def _last_sentence(paragraph: str) -> tuple[str, str] | None:
+    """A paragraph's HTML as two paragraphs, the last sentence apart; None for one sentence, or where the only
+    place to cut is inside a tag, code or a formula."""
+    found = re.fullmatch(r"<p>(.*)</p>\s*", paragraph, re.DOTALL)
+    if not found:
+        return None
+    inner = found.group(1)
+    for end in reversed(list(SENTENCE_END.finditer(inner))):
+        before = inner[: end.start()]
+        inside = before.rfind("<") > before.rfind(">") or any(
+            before.count(f"<{tag}") != before.count(f"</{tag}>") for tag in ("code", "math", "a", "em", "strong")
+        )
+        if not inside:
+            return f"<p>{before}</p>\n", f"<p>{inner[end.end() :]}</p>\n"
+    return None
+
+
+def _html_height(fragment: str) -> int:
+    """The estimated height of a paragraph already rendered to HTML."""
+    return 18 + LINE * max(1, -(-len(" ".join(_plain(fragment).split())) // CHARS_PER_LINE))
+
 
 CHARS_PER_LINE = 105  # of prose at the deck's font size, on a 1280-px slide
 LINE = 32  # px per line of prose
 CODE_LINE = 23  # px per line of code or output
-CODE_MAX, OUTPUT_MAX, IMAGE_MAX = 330, 250, 560  # the boxes' max-height in slides.css; a figure's height
-PANEL_MAX = 680  # a grid's panel, alone on its slide below the section's line
+CODE_MAX, OUTPUT_MAX = 330, 250  # the boxes' max-height in slides.css (a figure's: course_utils' slide_scale)
 PREDICTION_ROOM = 120  # a prediction's cell (two lines of code) below its question and choices
 
 
@@ -262,18 +307,24 @@ def output_pieces(cell: Any) -> list[Piece]:
         data = output.get("data", {})
         if "image/png" in data:
             flush()
-            # A grid whose labels would be too small on a slide comes with each panel drawn alone for one
-            # (course_utils' attention_grid): one to a slide, each as tall as the slide allows.
-            panels = output.get("metadata", {}).get("projector_panels") or []
-            for png in panels or [_text(data["image/png"])]:
+            # A figure whose text would be under 18 px on a slide comes with a copy drawn for one (course_utils'
+            # figure_metadata): a grid's panels one to a slide, each as tall as the slide allows, or the figure
+            # smaller with its text as it is, so that the slide enlarges both.
+            metadata = output.get("metadata", {})
+            panels = metadata.get("projector_panels") or []
+            copy = metadata.get("projector_png")
+            text_px = metadata.get("projector_text_px" if panels or copy else "text_px")
+            for png in panels or [copy or _text(data["image/png"])]:
                 width, height = _png_size(base64.b64decode(png))
                 dpi_scale = 0.5 if width > 1400 else 1.0  # retina-sized figures
                 natural_w, natural_h = width * dpi_scale, height * dpi_scale
                 # as large as the slide allows, up to 1.5 times the notebook's size: legible from the back of a room
-                scale = min(1.0 if panels else 1.5, 1240 / natural_w, (PANEL_MAX if panels else IMAGE_MAX) / natural_h)
+                scale = slide_scale(natural_w, natural_h, alone=bool(panels))
                 shown_w, shown_h = int(natural_w * scale), int(natural_h * scale)
+                # the browser check (tests/browser/check_slides.py) measures the text at the size the slide shows
+                size = f' data-text-px="{text_px * dpi_scale:g}"' if text_px else ""
                 pieces.append(
-                    Piece(f'<img class="figure" style="width: {shown_w}px; height: {shown_h}px" '
+                    Piece(f'<img class="figure" style="width: {shown_w}px; height: {shown_h}px"{size} '
                           f'src="data:image/png;base64,{png}" alt="figure">', BUDGET if panels else shown_h + 12)
                 )  # fmt: skip
         elif "text/html" in data and "vega" in _text(data["text/html"]):
@@ -291,6 +342,29 @@ def code_piece(source: str, label: str = "") -> Piece:
     return Piece(
         f'<div class="code scroll">{badge}<pre><code>{code}</code></pre></div>', 24 + min(CODE_MAX, CODE_LINE * lines)
     )
+
+
+def code_parts(source: str, room: int, below: int) -> list[str]:
+    """A code cell as the slides show it: whole where it fits ``room`` px with ``below`` px of its output under it;
+    else cut at blank lines before top-level statements into parts that each fit, the last with the output. A part
+    that no such line can cut stays whole, and its box scrolls."""
+
+    def height(text: str) -> int:
+        return 24 + CODE_LINE * (text.count("\n") + 1)
+
+    if height(source) + below <= room:
+        return [source]
+    chunks = re.split(r"\n[ \t]*\n(?=[^\s)\]}])", source.strip("\n"))
+    parts: list[str] = []
+    current, budget = "", room - below
+    for chunk in reversed(chunks):  # from the end: the last part keeps room for the output
+        candidate = f"{chunk}\n\n{current}" if current else chunk
+        if current and height(candidate) > budget:
+            parts.insert(0, current)
+            current, budget = chunk, room
+        else:
+            current = candidate
+    return [current, *parts]
 
 
 # --- a chapter's deck ------------------------------------------------------------------------------------------
@@ -478,11 +552,13 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
         # a slide that holds only headings takes what comes next however tall, never left with nothing else
         if not slide.bare and slide.height + piece.height > BUDGET:
             continued = Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)
-            sections[-1].append(Slide([continued]))
+            lead_in = [] if re.match(r"<(p|h\d)\b", piece.html) else slide.take_lead_in()  # what it introduces
+            sections[-1].append(Slide([continued, *lead_in]))
         sections[-1][-1].pieces.append(piece)
 
     discussion = lesson_discussion(stem)
     discussed = not discussion
+    detours: list[str] = []  # the exercises done together before the discussion, which its notes point to
     titles = {_part_key(m.group(1)) for c in complete.cells if c.cell_type == "markdown"
               for m in re.finditer(r"^## (.+)$", c.source, re.MULTILINE)}  # fmt: skip
     cues = lesson_cues(stem, titles)
@@ -509,8 +585,9 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
         answers = "".join(f"<p><b>{md.renderInline(q)}</b></p>{md.render(a)}" for q, a in discussion)
         # an end-of-chapter exercise the plan does together before the discussion: its slides come after this one
         before = [name for name, _ in cues.get("exercises", [])]
-        detour = [f"<p><i>Before the discussion</i>: {md.renderInline(name)}, on the Exercises slides further on "
-                  "(its cue is there); then back to this slide.</p>" for name in before]  # fmt: skip
+        detours.extend(before)
+        detour = [f"<p><i>Before the discussion</i>: {md.renderInline(name)}, on slide {DETOUR.format(name)} "
+                  "further on (its cue is there); then back to this slide.</p>" for name in before]  # fmt: skip
         sections.append([Slide([Piece(f"<h2>Discussion</h2><ol class=\"discussion\">{questions}</ol>", 500)],
                                [*detour, *script("discussion"), answers])])  # fmt: skip
 
@@ -561,9 +638,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                         Slide([Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)])
                     )
                 if "![" in block and not sections[-1][-1].bare:
-                    sections[-1].append(
-                        Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])
-                    )
+                    continued = Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)
+                    sections[-1].append(Slide([continued, *sections[-1][-1].take_lead_in()]))
                 # A long paragraph cut by hand (docs/slides/cuts.toml): the slide shows what it says, the speaker
                 # notes keep the rest. Never a poll's question or choices, a cell that leads into an exercise, or
                 # the closing sections.
@@ -609,15 +685,25 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                     + "</code></pre>"
                 )
             continue
-        code = code_piece(cell.source)
         outputs = output_pieces(cell)
-        total = code.height + sum(p.height for p in outputs)
+        below = sum(p.height for p in outputs)
+        # a cell taller than a slide is cut where its statements allow, except the imports of Setup, which the
+        # class runs rather than reads (their box scrolls)
+        setup = section_title.strip() == "Setup"
+        parts = [cell.source] if setup else code_parts(cell.source, BUDGET - 40, min(below, (BUDGET - 40) // 2))
+        code = code_piece(parts[0])
+        total = code.height + (below if len(parts) == 1 else 0)
         slide = sections[-1][-1]
         # a cell and its outputs start a sub-slide together when they do not fit; a measurement always does, so
         # that its answer is not on the question's slide
         if slide.pieces and (slide.height + total > BUDGET or answer_note):
-            sections[-1].append(Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)]))
-        for piece in [code, *outputs]:
+            continued = Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)
+            sections[-1].append(Slide([continued, *slide.take_lead_in()]))  # "Run it:" goes with what it runs
+        place(code)
+        for part in parts[1:]:  # a cell too tall for one slide: the rest of its code, then its output
+            continued = Piece(f'<p class="continued">{md.renderInline(section_title)} (the cell goes on)</p>', 40)
+            sections[-1].append(Slide([continued, code_piece(part)]))
+        for piece in outputs:
             place(piece)
         if answer_note:  # the first cell after the prediction measures it
             sections[-1][-1].notes.append(answer_note)
@@ -629,6 +715,19 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             raise SystemExit(f"{stem}: {CUTS.name}'s cut after {cut['after']!r} matches {count} paragraphs, not one")
     for index, (notes, parts, first) in later.items():
         place_cues(sections[index], notes, parts, first)
+    # the Discussion slide's pointer to an exercise done together: the number the deck shows on that one's slide
+    for name in detours:
+        cue = f'<div class="cue"><p><b>{md.renderInline(name)}</b></p>'
+        where = next(
+            (f"{h + 1}.{v + 1}" if len(section) > 1 else f"{h + 1}"
+             for h, section in enumerate(sections) for v, slide in enumerate(section) if cue in "".join(slide.notes)),
+            None,
+        )  # fmt: skip
+        if where is None:
+            raise SystemExit(f"{stem}: the cue of {name!r} is on no slide")
+        for section in sections:
+            for slide in section:
+                slide.notes = [note.replace(DETOUR.format(name), where) for note in slide.notes]
 
     body = []
     count = 0

@@ -129,6 +129,8 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
         "weekday-from-year": one(r"attention on the weekday's letters: year digits (\d+%)"),
     },
     "09_bug_lab": {
+        "encoder-queries-correct": one(r"^ +correct: last training loss ([\d.]+), exact match [\d.]+%$"),
+        "encoder-queries-swapped": one(r"^queries from the encoder: last training loss ([\d.]+)"),
         "no-dim-batch": one(r"^ *log_softmax without dim: .*exact match ([\d.]+%) in one batch"),
         "no-dim-single": one(r"^ *log_softmax without dim: .*, ([\d.]+%) one string at a time"),
         "padding-correct": one(r"^keys axis \(correct\): exact match ([\d.]+%)"),

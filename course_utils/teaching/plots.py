@@ -24,6 +24,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
+from matplotlib.text import Text
 from numpy.typing import ArrayLike
 from torch import Tensor
 
@@ -162,9 +163,11 @@ def attention_heatmap(
 
 
 GRID_MAX_WIDTH = 12.0  # inches: wider figures are shrunk to the notebook's width, and their labels with them
-# A deck's slide (tools/build_slides.py): 1280 x 800 px, of which a figure gets about 1240 x 620 below the section's
-# line, shown at most 1.5 times its size. Text on a projected slide should be 18 px or more (read from the back).
-SLIDE_ROOM, SLIDE_MAX_SCALE, SLIDE_TEXT_PX = (1240, 620), 1.5, 18
+# A deck's slide (tools/build_slides.py): 1280 x 800 px, of which a figure gets 1240 px of the width and 560 px of the
+# height below the section's line (680 alone on its slide), shown at most 1.5 times its size. Text on a projected
+# slide should be 18 px or more (read from the back).
+SLIDE_WIDTH, SLIDE_FIGURE_HEIGHT, SLIDE_PANEL_HEIGHT = 1240, 560, 680
+SLIDE_MAX_SCALE, SLIDE_TEXT_PX = 1.5, 18
 PANEL_HEIGHT = 6.2  # inches at 100 dpi: one panel alone fills a slide's height
 PANEL_TEXT = 15.0  # points: 21 px at 100 dpi
 
@@ -178,8 +181,7 @@ class PanelGrid(Figure):
     panels: list[tuple[np.ndarray, list[str], list[str], str, float]]
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        panels = getattr(self, "panels", [])
-        return {}, ({"projector_panels": [_png(panel_figure(*panel)) for panel in panels]} if panels else {})
+        return {}, figure_metadata(self)
 
 
 def palette_png(png: bytes) -> bytes:
@@ -194,13 +196,110 @@ def palette_png(png: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def _png(fig: Figure) -> str:
-    import base64
+def slide_scale(width: float, height: float, *, alone: bool = False) -> float:
+    """How many times a deck (tools/build_slides.py) enlarges a figure ``width`` x ``height`` pixels large: as much
+    as the room below a slide's heading allows, up to 1.5 times; a panel drawn for a slide of its own (``alone``)
+    gets the slide's whole height and is not enlarged."""
+    room = SLIDE_PANEL_HEIGHT if alone else SLIDE_FIGURE_HEIGHT
+    return min(1.0 if alone else SLIDE_MAX_SCALE, SLIDE_WIDTH / width, room / height)
+
+
+def _drawn(fig: Figure) -> tuple[bytes, float]:
+    """The figure as a notebook shows it (a PNG at 100 dpi, cropped to what is drawn) and the size of its smallest
+    text, in the image's pixels: the text that the renderer draws, not every label the figure holds."""
     import io
 
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    sizes: list[float] = []
+    draw_text = RendererAgg.draw_text
+
+    def record(renderer: RendererAgg, gc: Any, x: float, y: float, s: str, prop: Any, *args: Any, **kw: Any) -> Any:
+        if str(s).strip():
+            sizes.append(prop.get_size_in_points())
+        return draw_text(renderer, gc, x, y, s, prop, *args, **kw)
+
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    return base64.b64encode(palette_png(buffer.getvalue())).decode()
+    RendererAgg.draw_text = record  # type: ignore[method-assign]
+    try:
+        fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    finally:
+        RendererAgg.draw_text = draw_text  # type: ignore[method-assign]
+    return buffer.getvalue(), min(sizes, default=0.0) * 100 / 72
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    import struct
+
+    width, height = struct.unpack(">II", png[16:24])
+    return width, height
+
+
+def _b64(png: bytes) -> str:
+    import base64
+
+    return base64.b64encode(palette_png(png)).decode()
+
+
+def _png(fig: Figure) -> str:
+    return _b64(_drawn(fig)[0])
+
+
+def figure_metadata(fig: Figure) -> dict[str, Any]:
+    """What a notebook stores beside a figure's PNG for the decks (tools/build_slides.py): ``text_px``, its smallest
+    text in the image's pixels; and where that text would be under 18 px on a slide, a copy drawn for the slide.
+    For an ``attention_grid`` too large for that, each panel alone (``projector_panels``); for any other figure,
+    the figure drawn smaller with its text as it is (titles at the body text's size), so that the slide enlarges
+    both (``projector_png``). The copies' smallest text is ``projector_text_px``. Registered for every figure a
+    notebook displays."""
+    png, text_px = _drawn(fig)
+    if not text_px:
+        return {}
+    metadata: dict[str, Any] = {"text_px": round(text_px, 1)}
+    panels = getattr(fig, "panels", None)
+    if panels:
+        drawn = [_drawn(panel_figure(*panel)) for panel in panels]
+        metadata["projector_panels"] = [_b64(png) for png, _ in drawn]
+        metadata["projector_text_px"] = round(min(px for _, px in drawn), 1)
+        return metadata
+    if text_px * slide_scale(*_png_size(png)) >= SLIDE_TEXT_PX:
+        return metadata
+    inches = fig.get_size_inches().copy()
+    shrink, copy, copy_px = 1.0, png, text_px
+    # titles drawn larger than the rest would crowd each other in the smaller figure: the copy draws them at the
+    # body text's size, 18 px or more on the slide as well
+    base = mpl.rcParams["font.size"]
+    large = [(t, t.get_fontsize()) for t in fig.findobj(Text) if t.get_fontsize() > base]
+    try:
+        for t, _ in large:
+            t.set_fontsize(base)
+        for _ in range(4):  # the text's share of a smaller figure grows: a few steps to 18 px on the slide
+            shown = copy_px * slide_scale(*_png_size(copy))
+            if shown >= SLIDE_TEXT_PX:
+                break
+            shrink *= min(1.6, SLIDE_TEXT_PX / shown * 1.01)
+            fig.set_size_inches(inches / shrink, forward=False)
+            copy, copy_px = _drawn(fig)
+    finally:
+        fig.set_size_inches(inches, forward=False)
+        for t, size in large:
+            t.set_fontsize(size)
+    metadata["projector_png"] = _b64(copy)
+    metadata["projector_text_px"] = round(copy_px, 1)
+    return metadata
+
+
+def _register_figure_metadata() -> None:
+    """Make IPython store ``figure_metadata`` with every figure a notebook displays (nothing outside IPython)."""
+    import sys
+
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "display_formatter"):
+        shell.display_formatter.mimebundle_formatter.for_type(Figure, lambda fig: ({}, figure_metadata(fig)))
 
 
 def panel_figure(w: np.ndarray, keys: list[str], queries: list[str], title: str, vmax: float) -> Figure:
@@ -266,8 +365,7 @@ def attention_grid(
     if suptitle:
         fig.suptitle(suptitle)
     # its tick labels' size on a slide, where the whole grid is shown as large as the slide allows
-    on_slide = min(SLIDE_MAX_SCALE, *(room / (inches * fig.dpi) for room, inches in zip(SLIDE_ROOM, size)))
-    projected = mpl.rcParams["font.size"] * fig.dpi / 72 * on_slide
+    projected = mpl.rcParams["font.size"] * fig.dpi / 72 * slide_scale(size[0] * fig.dpi, size[1] * fig.dpi)
     assert isinstance(fig, PanelGrid)
     fig.panels = [(w[i], keys, queries, titles[i], scales[i]) for i in range(n)] if projected < SLIDE_TEXT_PX else []
     plt.close(fig)
@@ -472,3 +570,6 @@ def evaluation_curve(
     ax.grid(alpha=0.3)
     plt.close(fig)
     return fig
+
+
+_register_figure_metadata()

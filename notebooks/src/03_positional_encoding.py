@@ -490,11 +490,11 @@ check_rotary_embedding(my_rope)
 # %% [markdown]
 # **Exercise 2 · A distance penalty instead of position vectors.** ALiBi (Press et al. 2022, "Train Short, Test
 # Long") adds nothing to the embeddings. It lowers each attention score by an amount proportional to the distance
-# between query $i$ and key $j$, with a fixed slope $m$ (one per head):
+# between query $i$ and key $j$, with a fixed slope $s$ (one per head; the paper calls it $m$, here a position):
 #
-# $$\text{score}_{ij} = \frac{q_i \cdot k_j}{\sqrt{d_k}} - m\,|i - j|$$
+# $$\text{score}_{ij} = \frac{q_i \cdot k_j}{\sqrt{d_k}} - s\,|i - j|$$
 #
-# Write `my_alibi_bias(T, slope)`: the `(T, T)` float tensor $-m\,|i - j|$ (row $i$ the query, column $j$ the key),
+# Write `my_alibi_bias(T, slope)`: the `(T, T)` float tensor $-s\,|i - j|$ (row $i$ the query, column $j$ the key),
 # to be added to the `(T, T)` scores before the softmax. The paper's version is causal and only looks back; this
 # symmetric one suits an encoder. Hint: `torch.arange(T)[:, None] - torch.arange(T)[None, :]` is the `(T, T)`
 # table of $i - j$.

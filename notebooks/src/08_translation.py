@@ -126,7 +126,7 @@ train_words, test_words = Counter(word_list(train_pairs)), word_list(test_pairs)
 unseen = [w for w in test_words if w not in train_words]
 print(f"{len(train_words):,} different words (split at spaces) in the training sentences of both languages")
 print(f"{len(unseen) / len(test_words):.1%} of the test set's words never occur in training, e.g.",
-      ", ".join(sorted(set(unseen), key=len)[-4:]))  # fmt: skip
+      ", ".join(sorted(set(unseen), key=lambda w: (len(w), w))[-4:]))  # fmt: skip
 
 # %% [markdown]
 # **Byte-pair encoding** (BPE; Sennrich et al., 2016, after a 1994 compression method of Philip Gage) sits in between. It starts

@@ -3,9 +3,11 @@
 For each deck it fails on a request that failed or left the machine, a console or script error, a deck that is not
 a deck (reveal.js did not start), raw LaTeX on a slide (``$$``, ``\\frac``...: a formula not drawn), a MathML error,
 an image that did not load, and a slide whose content is taller or wider than the 1280×800 canvas, except inside
-the boxes that scroll on purpose (``.scroll``: long code and output), and code or output smaller than 16 px. It checks that no solution and no prediction
-answer is on a slide (they are in the speaker notes), and that the speaker notes are there. It saves a screenshot of
-every slide of the chapter 04 deck, and the first slide of each other, in build/slides-check/, with a JSON report.
+the boxes that scroll on purpose (``.scroll``: long code and output); on code or output smaller than 16 px, and on
+a figure whose smallest text (its ``data-text-px``, from the notebook's metadata) is under 18 px of the 1280x800
+slide as it shows the figure. It checks that no solution and no prediction answer is on a slide (they are in the speaker notes), and that the
+speaker notes are there. It saves a screenshot of every slide of the chapter 04 deck, and the first slide of each
+other, in build/slides-check/, with a JSON report.
 
     python tests/browser/check_slides.py [--out build/slides-check] [--only 04 07]
 
@@ -23,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SLIDES = ROOT / "build" / "slides"
 SHOT_ALL = "04_encoder"
+SLIDE_TEXT_PX = 18  # a figure's smallest text on the projected slide (course_utils.teaching.plots)
 
 # Every slide, measured in the slide's own (unscaled) pixels.
 INSPECT = """() => {
@@ -73,6 +76,9 @@ INSPECT = """() => {
       // the smallest code or printed output on the slide, in pixels of the screen (reveal.js scales the slide)
       code_px: Math.min(...Array.from(s.querySelectorAll(":scope > .code pre code, :scope > pre.output, :scope > pre code"))
                             .map(e => parseFloat(getComputedStyle(e).fontSize) * Reveal.getScale()), 99),
+      // each output figure's smallest text, in pixels of the 1280x800 slide, as large as the slide shows the image
+      figure_text_px: Array.from(s.querySelectorAll("img.figure")).map(i => i.dataset.textPx
+        ? parseFloat(i.dataset.textPx) * i.getBoundingClientRect().width / scale / i.naturalWidth : null),
       prediction_shown: /my_prediction\\s*=\\s*["']/.test(Array.from(s.querySelectorAll(":scope > *:not(aside)"))
                                                           .map(e => e.textContent).join(" ")),
     });
@@ -139,6 +145,12 @@ def main() -> int:
                     failures.append(
                         f"{where}: code of {s['code_px']:.1f} px on the screen: 16 px or more for the back row"
                     )
+                for px in s["figure_text_px"]:
+                    if px is None:
+                        failures.append(f"{where}: a figure without the size of its text (data-text-px): re-execute "
+                                        "its chapter (course_utils.teaching.plots stores it)")  # fmt: skip
+                    elif px < SLIDE_TEXT_PX - 0.25:
+                        failures.append(f"{where}: a figure's text of {px:.1f} px on the slide: 18 px or more")
                 if s["bottom"] > found["height"] + 1:
                     failures.append(f"{where}: {s['bottom']} px tall, the screen has {found['height']}")
                 if s["right"] > found["width"] + 1:
@@ -166,6 +178,7 @@ def main() -> int:
                     if s["answer_note"] or not any(t["answer_note"] for t in later[:3]):
                         failures.append(f"{where}: the prediction's answer is not in the notes of the slides after it")
             tallest = max(s["bottom"] for s in found["slides"])
+            figure_px = [px for s in found["slides"] for px in s["figure_text_px"] if px is not None]
             if name == SHOT_ALL:  # the speaker view, as `s` opens it, shows the notes of the measuring slide
                 h, v = next(s["slide"] for s in found["slides"] if s["answer_note"]).split("/")
                 page.evaluate(f"() => Reveal.slide({h}, {v})")
@@ -191,9 +204,11 @@ def main() -> int:
             # screenshots taken: as much a failure as one at load
             failures += [f"{name}: request, later: {r}" for r in problems["requests"][seen["requests"] :]]
             failures += [f"{name}: console, later: {c}" for c in problems["console"][seen["console"] :]]
+            smallest = f", figures' text {min(figure_px):.1f} px or more" if figure_px else ""
             print(f"{name:28} {len(found['slides']):3} slides, tallest {tallest} px, {predictions} predictions, "
-                  f"{sum(bool(s['notes']) for s in found['slides'])} with notes, {len(failures)} problems")  # fmt: skip
-            report["decks"][name] = {"slides": len(found["slides"]), "tallest": tallest, "problems": failures}
+                  f"{sum(bool(s['notes']) for s in found['slides'])} with notes{smallest}, {len(failures)} problems")  # fmt: skip
+            report["decks"][name] = {"slides": len(found["slides"]), "tallest": tallest, "problems": failures,
+                                     "figure_text_px": min(figure_px, default=None)}  # fmt: skip
             report["failures"] += failures
             page.close()
         browser.close()
