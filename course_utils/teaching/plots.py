@@ -241,10 +241,6 @@ def _b64(png: bytes) -> str:
     return base64.b64encode(palette_png(png)).decode()
 
 
-def _png(fig: Figure) -> str:
-    return _b64(_drawn(fig)[0])
-
-
 def figure_metadata(fig: Figure) -> dict[str, Any]:
     """What a notebook stores beside a figure's PNG for the decks (tools/build_slides.py): ``text_px``, its smallest
     text in the image's pixels; and where that text would be under 18 px on a slide, a copy drawn for the slide.
@@ -278,10 +274,10 @@ def figure_metadata(fig: Figure) -> dict[str, Any]:
             if shown >= SLIDE_TEXT_PX:
                 break
             shrink *= min(1.6, SLIDE_TEXT_PX / shown * 1.01)
-            fig.set_size_inches(inches / shrink, forward=False)
+            fig.set_size_inches(float(inches[0]) / shrink, float(inches[1]) / shrink, forward=False)
             copy, copy_px = _drawn(fig)
     finally:
-        fig.set_size_inches(inches, forward=False)
+        fig.set_size_inches(float(inches[0]), float(inches[1]), forward=False)
         for t, size in large:
             t.set_fontsize(size)
     metadata["projector_png"] = _b64(copy)
