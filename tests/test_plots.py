@@ -388,3 +388,5 @@ def test_a_figure_whose_text_would_be_small_on_a_slide_comes_with_a_copy_drawn_s
     assert set(plots.figure_metadata(narrow)) == {"text_px"}  # 1.5 times its size on a slide: 23 px already
     empty = plt.figure()
     assert plots.figure_metadata(empty) == {}  # no text to measure
+    for figure in (fig, narrow, empty):
+        plt.close(figure)  # pyplot would show them again to a later test
