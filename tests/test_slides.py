@@ -258,13 +258,29 @@ def test_a_sentence_that_introduces_code_goes_to_the_code_s_slide():
 def test_a_code_cell_taller_than_a_slide_is_cut_between_its_statements_the_output_with_the_last_part():
     build = _tool("build_slides")
     helper = "def helper(x):\n" + "".join(f"    x = x + {i}\n" for i in range(12)) + "    return x"
-    loop = "for step in range(3):\n    print(helper(step))\n\n    # a blank line inside the loop: no cut here\n    pass"
+    loop = (
+        "# then run it\nfor step in range(3):\n    print(helper(step))\n\n    # a blank line inside: no cut\n    pass"
+    )
     source = f"{helper}\n\n\n{loop}"
     assert build.code_parts(source, 2000, 100) == [source]  # fits: whole
-    parts = build.code_parts(source, 24 + build.CODE_LINE * 15, 100)
-    assert parts == [helper + "\n", loop]  # cut before the loop only, never inside it
-    assert "\n\n".join(parts) == source  # nothing lost
-    assert build.code_parts(helper, 100, 0) == [helper]  # no blank line: whole, and its box scrolls
+    room = 24 + build.CODE_LINE * 15
+    assert build.code_parts(source, room, 100) == [helper, loop]  # before the loop and its comment, never inside
+    assert build.code_parts(helper, 100, 0) == [helper]  # one statement: whole, and its box scrolls
+    # no blank line between statements: cut between them all the same, into parts as even as they can be
+    lines = [f"x{i} = {i}" for i in range(30)]
+    parts = build.code_parts("\n".join(lines), room, 0)
+    assert "\n".join(parts) == "\n".join(lines) and len(parts) == 2  # 15 lines to a part
+    assert max(p.count("\n") for p in parts) - min(p.count("\n") for p in parts) <= 1
+    magic = "%%writefile job.py\nimport torch\n" + "\n".join(lines)  # a cell magic: cut as the Python it holds
+    assert build.code_parts(magic, room, 0)[0].startswith("%%writefile job.py\nimport torch")
+
+
+def test_a_slide_shows_an_import_list_on_one_wrapped_line_and_no_formatter_notes():
+    build = _tool("build_slides")
+    source = "from course_utils import (\n    History,\n    train,\n)\nx = f(1,  2)  # fmt: skip\nimport torch\n"
+    assert build.slide_code(source) == "from course_utils import (History, train)\nx = f(1,  2)\nimport torch\n"
+    kept = "from a import (\n    b,  # why b\n)\n"
+    assert build.slide_code(kept) == kept  # a list with comments stays as written
 
 
 def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():

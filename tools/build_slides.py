@@ -121,7 +121,7 @@ class Slide:
         return all(re.match(r'<(h\d|p class="continued")', p.html) for p in self.pieces)
 
     def take_lead_in(self) -> list[Piece]:
-        """What introduces the code, formula, table or figure that goes to the next slide, removed from this one:
+        """What introduces the code, formula or table that goes to the next slide, removed from this one:
         its last piece where that is a sentence ending in a colon, with the subsection heading right above it, if
         any. Where that would leave only headings here, the paragraph's last sentence alone; else []."""
         if len(self.pieces) < 2 or not re.fullmatch(r"<p>.*:</p>\s*", self.pieces[-1].html, re.DOTALL):
@@ -335,36 +335,91 @@ def output_pieces(cell: Any) -> list[Piece]:
     return pieces
 
 
+CODE_CHARS = 112  # characters of code on one line of a slide's box; a longer line wraps
+
+
+def _code_height(source: str) -> int:
+    """The estimated height of a code box: its lines as the slide wraps them."""
+    lines = source.strip("\n").split("\n")
+    return 24 + CODE_LINE * sum(max(1, -(-len(line) // CODE_CHARS)) for line in lines)
+
+
+IMPORT_LIST = re.compile(r"^(from [\w.]+ import \()\n((?:[ \t]+[\w ,]+\n)+)\)", re.MULTILINE)
+FORMATTER_NOTE = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b")
+
+
+def slide_code(source: str) -> str:
+    """A cell's code as a slide shows it: an import list of one name a line (as ruff formats it) on one wrapped
+    line, and without the formatter's ``# fmt: skip`` notes, which say nothing to a class."""
+    source = IMPORT_LIST.sub(lambda m: m[1] + " ".join(m[2].split()).rstrip(",") + ")", source)
+    return FORMATTER_NOTE.sub("", source)
+
+
 def code_piece(source: str, label: str = "") -> Piece:
-    lines = source.count("\n") + 1
     code = highlight(source, CellLexer(), HtmlFormatter(nowrap=True))
     badge = f'<span class="badge">{html.escape(label)}</span>' if label else ""
-    return Piece(
-        f'<div class="code scroll">{badge}<pre><code>{code}</code></pre></div>', 24 + min(CODE_MAX, CODE_LINE * lines)
-    )
+    # as tall as it is, up to the room of a slide below its heading (a taller box scrolls)
+    height = min(_code_height(source), BUDGET - 40)
+    return Piece(f'<div class="code scroll">{badge}<pre><code>{code}</code></pre></div>', height)
+
+
+def _statement_starts(source: str) -> list[int]:
+    """The lines (from 0) where a cell's top-level statements after the first begin, each with the comments right
+    above it, as Python parses the cell (an IPython magic or shell line read as a statement); [] if it does not
+    parse."""
+    import ast
+
+    lines = source.split("\n")
+    readable = "\n".join("pass" if re.match(r"\s*[%!]", line) and not line[:1].isspace() else line for line in lines)
+    try:
+        tree = ast.parse(readable)
+    except SyntaxError:
+        return []
+    starts = []
+    for node in tree.body[1:]:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+        while first > 0 and lines[first - 1].lstrip().startswith("#") and not lines[first - 1][:1].isspace():
+            first -= 1
+        starts.append(first)
+    return sorted(set(starts))
 
 
 def code_parts(source: str, room: int, below: int) -> list[str]:
     """A code cell as the slides show it: whole where it fits ``room`` px with ``below`` px of its output under it;
-    else cut at blank lines before top-level statements into parts that each fit, the last with the output. A part
-    that no such line can cut stays whole, and its box scrolls."""
-
-    def height(text: str) -> int:
-        return 24 + CODE_LINE * (text.count("\n") + 1)
-
-    if height(source) + below <= room:
+    else cut between top-level statements into as few parts as fit (a statement taller than a slide alone), the
+    last with room for the output, as even as they can be, at blank lines where that costs no evenness."""
+    if _code_height(source) + below <= room:
         return [source]
-    chunks = re.split(r"\n[ \t]*\n(?=[^\s)\]}])", source.strip("\n"))
-    parts: list[str] = []
-    current, budget = "", room - below
-    for chunk in reversed(chunks):  # from the end: the last part keeps room for the output
-        candidate = f"{chunk}\n\n{current}" if current else chunk
-        if current and height(candidate) > budget:
-            parts.insert(0, current)
-            current, budget = chunk, room
-        else:
-            current = candidate
-    return [current, *parts]
+    lines = source.strip("\n").split("\n")
+    starts = [0, *(k for k in _statement_starts("\n".join(lines)) if k > 0), len(lines)]
+    n = len(starts) - 1
+    if n < 2:
+        return [source]
+
+    def part(i: int, j: int) -> str:
+        return "\n".join(lines[starts[i] : starts[j]]).strip("\n")
+
+    # best[j]: the best cut of the first j statements: (parts, tallest part in lines of 3, cuts not at a blank line)
+    best: list[tuple[tuple[int, int, int], int] | None] = [((0, 0, 0), -1)] + [None] * n
+    for j in range(1, n + 1):
+        for i in range(j):
+            if best[i] is None:
+                continue
+            height = _code_height(part(i, j))
+            limit = room - below if j == n else room
+            if height > limit and j > i + 1:
+                continue  # too tall, and more than one statement: cut further
+            (parts, tallest, unblank), _ = best[i]
+            unblank += i > 0 and lines[starts[i] - 1].strip() != ""
+            score = (parts + 1, max(tallest, -(-height // (3 * CODE_LINE))), unblank)
+            if best[j] is None or score < best[j][0]:
+                best[j] = (score, i)
+    cuts, j = [], n
+    while j > 0:
+        i = best[j][1]
+        cuts.insert(0, (i, j))
+        j = i
+    return [part(i, j) for i, j in cuts]
 
 
 # --- a chapter's deck ------------------------------------------------------------------------------------------
@@ -637,9 +692,10 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                     sections[-1].append(
                         Slide([Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)])
                     )
-                if "![" in block and not sections[-1][-1].bare:
-                    continued = Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)
-                    sections[-1].append(Slide([continued, *sections[-1][-1].take_lead_in()]))
+                if "![" in block and not sections[-1][-1].bare:  # a diagram fills its slide: its sentence stays
+                    sections[-1].append(
+                        Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])
+                    )
                 # A long paragraph cut by hand (docs/slides/cuts.toml): the slide shows what it says, the speaker
                 # notes keep the rest. Never a poll's question or choices, a cell that leads into an exercise, or
                 # the closing sections.
@@ -668,7 +724,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             stub = _stub(theirs.source)
             solution = "".join(SOLUTION.findall(cell.source)).strip("\n")
             if "check_prediction(" in cell.source:
-                place(code_piece(stub, "predict"))
+                place(code_piece(slide_code(stub), "predict"))
                 verdict = "".join(_text(o.get("text", "")) for o in cell.get("outputs", [])).lstrip("✅ ")
                 sections[-1][-1].notes.append(
                     "<p>Poll the class now; the answer is in the notes of the slides that measure it.</p>"
@@ -678,7 +734,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                     f"<p>{html.escape(verdict.strip())}</p>" + _other_letters(cell.source)
                 )
             else:
-                place(code_piece(stub, "exercise"))
+                place(code_piece(slide_code(stub), "exercise"))
                 sections[-1][-1].notes.append(
                     "<p><b>Solution</b></p><pre><code>"
                     + highlight(solution, CellLexer(), HtmlFormatter(nowrap=True))
@@ -687,10 +743,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
             continue
         outputs = output_pieces(cell)
         below = sum(p.height for p in outputs)
-        # a cell taller than a slide is cut where its statements allow, except the imports of Setup, which the
-        # class runs rather than reads (their box scrolls)
-        setup = section_title.strip() == "Setup"
-        parts = [cell.source] if setup else code_parts(cell.source, BUDGET - 40, min(below, (BUDGET - 40) // 2))
+        # a cell taller than a slide is cut between its statements, the output with the last part
+        parts = code_parts(slide_code(cell.source), BUDGET - 40, min(below, (BUDGET - 40) // 2))
         code = code_piece(parts[0])
         total = code.height + (below if len(parts) == 1 else 0)
         slide = sections[-1][-1]

@@ -1028,6 +1028,6 @@ check_diagnosis(diagnose_d, "D")
 # the wrong sublayer, the decoder input not shifted) and find which probe, if any, catches it; if none does,
 # design the probe.
 #
-# Next, the last chapter: [10 · GPT-2 and Llama](10_gpt2_and_llama.ipynb) loads Hugging Face's GPT-2 and Llama into
-# the course's own classes and proves them equal. `course_utils` holds everything you built, tested against
-# PyTorch's own modules; `benchmarks/` times it.
+# Next, the last chapter of Part I: [10 · GPT-2 and Llama](10_gpt2_and_llama.ipynb) loads Hugging Face's GPT-2 and
+# Llama into the course's own classes and proves them equal. `course_utils` holds everything you built, tested
+# against PyTorch's own modules; `benchmarks/` times it.
