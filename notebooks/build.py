@@ -320,9 +320,10 @@ def projector_panels(spec: dict, twin: bytes) -> list[str]:
 
     width, height = struct.unpack(">II", twin[16:24])  # a PNG's header
     choices = choice_specs(spec)
-    if len(choices) < 2 or chart_text_px(spec) * slide_scale(width, height) >= SLIDE_TEXT_PX:
+    label = chart_text_px(spec)
+    if len(choices) < 2 or label * slide_scale(width, height) >= SLIDE_TEXT_PX:
         return []
-    scale = SLIDE_TEXT_PX / chart_text_px(spec)
+    scale = SLIDE_TEXT_PX / label
     return [base64.b64encode(palette_png(to_png(one, scale=scale))).decode() for one in choices]
 
 

@@ -283,22 +283,23 @@ def test_a_slide_shows_an_import_list_on_one_wrapped_line_and_no_formatter_notes
     assert build.slide_code(kept) == kept  # a list with comments stays as written
 
 
-def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
-    """An output whose metadata holds ``projector_panels`` (a grid too small on a slide) is shown panel by panel,
-    each alone on its slide at its own size (drawn for it), not the grid."""
-    import base64
+def _blank_png(width, height):
+    """A white PNG of that size, base64 as a notebook stores it."""
     import io
 
     from PIL import Image
 
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
+    """An output whose metadata holds ``projector_panels`` (a grid too small on a slide) is shown panel by panel,
+    each alone on its slide at its own size (drawn for it), not the grid."""
     build = _tool("build_slides")
 
-    def png(width, height):
-        buffer = io.BytesIO()
-        Image.new("RGB", (width, height), "white").save(buffer, format="PNG")
-        return base64.b64encode(buffer.getvalue()).decode()
-
-    grid, panel = png(1200, 1150), png(700, 630)
+    grid, panel = _blank_png(1200, 1150), _blank_png(700, 630)
     output = nbformat.v4.new_output(
         "display_data", data={"image/png": grid}, metadata={"projector_panels": [panel] * 3}
     )
@@ -313,19 +314,9 @@ def test_a_figure_drawn_panel_by_panel_for_a_projector_gets_a_slide_per_panel():
 def test_a_figure_drawn_smaller_for_a_projector_replaces_it_on_the_slide_with_its_text_size():
     """An output whose metadata holds ``projector_png`` (the figure drawn smaller, its text as it is) is shown by
     that copy, enlarged to the slide; each figure carries the size of its smallest text for the browser check."""
-    import base64
-    import io
-
-    from PIL import Image
-
     build = _tool("build_slides")
 
-    def png(width, height):
-        buffer = io.BytesIO()
-        Image.new("RGB", (width, height), "white").save(buffer, format="PNG")
-        return base64.b64encode(buffer.getvalue()).decode()
-
-    wide, copy = png(1111, 331), png(820, 244)
+    wide, copy = _blank_png(1111, 331), _blank_png(820, 244)
     metadata = {"text_px": 13.2, "projector_png": copy, "projector_text_px": 13.2}
     output = nbformat.v4.new_output("display_data", data={"image/png": wide}, metadata=metadata)
     [piece] = build.output_pieces(nbformat.v4.new_code_cell("plot()", outputs=[output]))

@@ -135,8 +135,8 @@ class Slide:
         split = _last_sentence(self.pieces[-1].html)
         if split is None:
             return []
-        self.pieces[-1] = Piece(split[0], _html_height(split[0]))
-        return [Piece(split[1], _html_height(split[1]))]
+        self.pieces[-1] = Piece(split[0], _prose_height(_plain(split[0])))
+        return [Piece(split[1], _prose_height(_plain(split[1])))]
 
 
 SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z(])")
@@ -157,11 +157,6 @@ def _last_sentence(paragraph: str) -> tuple[str, str] | None:
         if not inside:
             return f"<p>{before}</p>\n", f"<p>{inner[end.end() :]}</p>\n"
     return None
-
-
-def _html_height(fragment: str) -> int:
-    """The estimated height of a paragraph already rendered to HTML."""
-    return 18 + LINE * max(1, -(-len(" ".join(_plain(fragment).split())) // CHARS_PER_LINE))
 
 
 CHARS_PER_LINE = 105  # of prose at the deck's font size, on a 1280-px slide
@@ -370,7 +365,7 @@ def _statement_starts(source: str) -> list[int]:
     import ast
 
     lines = source.split("\n")
-    readable = "\n".join("pass" if re.match(r"\s*[%!]", line) and not line[:1].isspace() else line for line in lines)
+    readable = "\n".join("pass" if line.startswith(("%", "!")) else line for line in lines)
     try:
         tree = ast.parse(readable)
     except SyntaxError:
@@ -602,13 +597,16 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
     def new_section() -> None:
         sections.append([Slide()])
 
+    def continued(note: str = "") -> Piece:
+        """The line that heads a sub-slide: the section's title, and what goes on there."""
+        return Piece(f'<p class="continued">{md.renderInline(section_title)}{note}</p>', 40)
+
     def place(piece: Piece) -> None:
         slide = sections[-1][-1]
         # a slide that holds only headings takes what comes next however tall, never left with nothing else
         if not slide.bare and slide.height + piece.height > BUDGET:
-            continued = Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)
             lead_in = [] if re.match(r"<(p|h\d)\b", piece.html) else slide.take_lead_in()  # what it introduces
-            sections[-1].append(Slide([continued, *lead_in]))
+            sections[-1].append(Slide([continued(" (continued)"), *lead_in]))
         sections[-1][-1].pieces.append(piece)
 
     discussion = lesson_discussion(stem)
@@ -689,13 +687,9 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 else:
                     needed = 0
                 if needed and len(sections[-1][-1].pieces) > 1 and sections[-1][-1].height + needed > BUDGET:
-                    sections[-1].append(
-                        Slide([Piece(f'<p class="continued">{md.renderInline(section_title)} (continued)</p>', 40)])
-                    )
+                    sections[-1].append(Slide([continued(" (continued)")]))
                 if "![" in block and not sections[-1][-1].bare:  # a diagram fills its slide: its sentence stays
-                    sections[-1].append(
-                        Slide([Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)])
-                    )
+                    sections[-1].append(Slide([continued()]))
                 # A long paragraph cut by hand (docs/slides/cuts.toml): the slide shows what it says, the speaker
                 # notes keep the rest. Never a poll's question or choices, a cell that leads into an exercise, or
                 # the closing sections.
@@ -751,12 +745,10 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
         # a cell and its outputs start a sub-slide together when they do not fit; a measurement always does, so
         # that its answer is not on the question's slide
         if slide.pieces and (slide.height + total > BUDGET or answer_note):
-            continued = Piece(f'<p class="continued">{md.renderInline(section_title)}</p>', 40)
-            sections[-1].append(Slide([continued, *slide.take_lead_in()]))  # "Run it:" goes with what it runs
+            sections[-1].append(Slide([continued(), *slide.take_lead_in()]))  # "Run it:" goes with what it runs
         place(code)
         for part in parts[1:]:  # a cell too tall for one slide: the rest of its code, then its output
-            continued = Piece(f'<p class="continued">{md.renderInline(section_title)} (the cell goes on)</p>', 40)
-            sections[-1].append(Slide([continued, code_piece(part)]))
+            sections[-1].append(Slide([continued(" (the cell goes on)"), code_piece(part)]))
         for piece in outputs:
             place(piece)
         if answer_note:  # the first cell after the prediction measures it

@@ -5,9 +5,9 @@ a deck (reveal.js did not start), raw LaTeX on a slide (``$$``, ``\\frac``...: a
 an image that did not load, and a slide whose content is taller or wider than the 1280×800 canvas, except inside
 the boxes that scroll on purpose (``.scroll``: long code and output); on code or output smaller than 16 px, and on
 a figure whose smallest text (its ``data-text-px``, from the notebook's metadata) is under 18 px of the 1280x800
-slide as it shows the figure. It checks that no solution and no prediction answer is on a slide (they are in the speaker notes), and that the
-speaker notes are there. It saves a screenshot of every slide of the chapter 04 deck, and the first slide of each
-other, in build/slides-check/, with a JSON report.
+slide as it shows the figure. It checks that no solution and no prediction answer is on a slide (they are in the
+speaker notes), and that the speaker notes are there. It saves a screenshot of every slide of the chapter 04 deck,
+and the first slide of each other, in build/slides-check/, with a JSON report.
 
     python tests/browser/check_slides.py [--out build/slides-check] [--only 04 07]
 
@@ -22,10 +22,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from course_utils.teaching.plots import SLIDE_TEXT_PX  # a figure's smallest text on the slide, in px
+
 ROOT = Path(__file__).resolve().parents[2]
 SLIDES = ROOT / "build" / "slides"
 SHOT_ALL = "04_encoder"
-SLIDE_TEXT_PX = 18  # a figure's smallest text on the projected slide (course_utils.teaching.plots)
 
 # Every slide, measured in the slide's own (unscaled) pixels.
 INSPECT = """() => {
