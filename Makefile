@@ -1,20 +1,23 @@
 # Transformers from Scratch: every command sets up .venv first, so a fresh clone needs only these.
 #   make lab        install, then open JupyterLab on the first notebook
 #   make quick      install, then ruff and every test that trains nothing and runs no notebook (about 30 s)
-#   make test       install, then lint, every test (but those of make gpu-dry-run) and every notebook under nbval
+#   make test       install, then lint, every test (but those of make gpu-dry-run) and every notebook under nbval, on
+#                   other CPU kernels than the committed outputs were made with (notebooks/conftest.py)
 #   make outputs    re-execute every notebook on the CPU and store its outputs (commit the result)
 #   make notebooks  rebuild notebooks/*.ipynb from notebooks/src/*.py without running them
 #   make benchmark  time our Transformer against nn.Transformer (see benchmarks/README.md)
 #   make checkpoints  retrain the weights shipped for SKIP_TRAINING (tools/build_checkpoints.py)
-#   make test-colab re-execute every notebook with the library versions Google Colab ships (.venv-colab), on
-#                   other CPU kernels than the committed outputs were made with (ATEN_CPU_CAPABILITY=default)
+#   make test-colab re-execute every notebook, training included, with the library versions Google Colab ships
+#                   (.venv-colab) and PyTorch's plain kernels (ATEN_CPU_CAPABILITY=default); not in CI, whose
+#                   make gpu-dry-run runs every edition on those libraries (after a change to .ci/constraints-colab.txt)
 #   make site       the course as a website in build/site/, built offline from the committed notebooks (no execution)
 #   make slides     a reveal.js deck per chapter in build/slides/ that works offline (tools/build_slides.py)
 #   make check-browser  open every notebook, every page of the site, every deck and a RISE presentation offline in
 #                   headless Chromium: every image, chart and formula must appear, every slide fit 1280x800, with no
 #                   failed request or console error
 #   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py), the
-#                       student editions through the grader; 06 and 10 also in float16 with a gradient scaler (a T4's)
+#                       student editions through the grader; 06 and 10 also in float16 with a gradient scaler (a T4's);
+#                       all on the libraries Google Colab ships (.venv-colab)
 #   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
 #   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
 #                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some,
@@ -45,7 +48,8 @@ CPU_ONLY := COURSE_DEVICE=cpu CUDA_VISIBLE_DEVICES= PYTHONHASHSEED=0 COURSE_PROG
 JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(4, os.cpu_count() or 1))')
 pytest_parallel = $(if $(filter 1,$(JOBS)),$(1)/bin/python -m pytest,OMP_NUM_THREADS=1 $(1)/bin/python -m pytest -n $(JOBS) --dist loadscope)
 # A processor's rounding changes what training computes in its last digits; committed outputs must not depend on it.
-# PyTorch's kernels without vector instructions round otherwise than those a CI machine picks for itself.
+# make test's notebooks run on other kernels than the outputs were made with (notebooks/conftest.py picks them);
+# make test-colab on PyTorch's kernels without vector instructions, which round otherwise than any other.
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default
 
 .PHONY: install lab ruff quick test test-colab site site-students slides check-browser gpu-dry-run gpu-wheels gpu-check lint unit nbval outputs notebooks benchmark checkpoints constraints clean
@@ -102,8 +106,10 @@ outputs: install
 notebooks: install
 	$(BIN)/python notebooks/build.py
 
-# A second environment with Colab's (older) versions: the notebooks must run there too, training included, and on
-# PyTorch's plain kernels (OTHER_KERNELS), as on another processor. Every compared output must still match.
+# A second environment with Colab's (older) versions: every edition of every notebook must run there too. CI runs
+# make gpu-dry-run there, each notebook's every cell but with 3 training steps; make test-colab runs the complete
+# editions there, training included, on PyTorch's plain kernels (OTHER_KERNELS), every compared output matching
+# (about six minutes on two cores: run it after changing .ci/constraints-colab.txt).
 COLAB_VENV := .venv-colab
 $(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.txt
 	$(call new_venv,$(COLAB_VENV))
@@ -114,14 +120,15 @@ $(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.
 test-colab: $(COLAB_VENV)/.installed
 	$(CPU_ONLY) $(OTHER_KERNELS) $(call pytest_parallel,$(COLAB_VENV)) notebooks $(NBVAL) -q
 
-# Every student edition runs there, through the grader, as a class that skips training would run it; the complete
-# editions of the chapters that train live only without SKIP_TRAINING (06-08) run too, training. Then, as on a GPU
-# without bfloat16 (Colab's T4), float16 with a gradient scaler: chapter 06 (the encoder-decoder, masks and
+# On Colab's libraries (so that the notebooks' cells run on both sets of versions: make test's nbval on CI's), every
+# student edition runs through the grader, as a class that skips training would run it; the complete editions of
+# the chapters that train live only without SKIP_TRAINING (06-08) run too, training. Then, as on a GPU without
+# bfloat16 (Colab's T4), float16 with a gradient scaler: chapter 06 (the encoder-decoder, masks and
 # cross-attention, as 08 trains it) and chapter 10 (the GPT, as 07 trains it, and Llama); 07 and 08 at their GPU
 # sizes would add minutes of float16 emulated by the CPU for the same code.
-gpu-dry-run: install
-	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py --jobs $(JOBS)
-	PYTHONHASHSEED=0 $(BIN)/python tools/gpu_dry_run.py 06 10 --complete --amp-dtype float16 --no-benchmarks --jobs $(JOBS)
+gpu-dry-run: $(COLAB_VENV)/.installed
+	PYTHONHASHSEED=0 $(COLAB_VENV)/bin/python tools/gpu_dry_run.py --jobs $(JOBS)
+	PYTHONHASHSEED=0 $(COLAB_VENV)/bin/python tools/gpu_dry_run.py 06 10 --complete --amp-dtype float16 --no-benchmarks --jobs $(JOBS)
 
 gpu-wheels:
 	tools/gpu_wheels.sh

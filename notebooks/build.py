@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -388,23 +389,34 @@ def section_times(nb: nbformat.NotebookNode) -> list[tuple[str, float]]:
     return list(times.items())
 
 
+@functools.cache
+def kernels() -> str:
+    """The CPU kernels PyTorch picks in a kernel started from here (``AVX512``, ``AVX2``, ``DEFAULT``, ...): the
+    rounding of every trained figure stored depends on them, so make test compares the stored outputs on others
+    (notebooks/conftest.py)."""
+    asked = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    return subprocess.run([sys.executable, "-c", asked], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def record_times(nb: nbformat.NotebookNode, name: str, seconds: float) -> None:
     """Store the notebook's run time (``seconds``: the kernel's start and every cell, as the README's table gives it)
     and each section's in docs/lessons/run_times.json (tools/lesson_times.py puts them into the lesson plans): the
-    machine that ran them is named, since they are only true of it."""
+    machine that ran them is named, since they are only true of it, and PyTorch's CPU kernels, which the outputs'
+    last digits depend on."""
     import os
     import platform
 
     saved = json.loads(RUN_TIMES.read_text()) if RUN_TIMES.exists() else {}
     saved[name] = {
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, PyTorch on the CPU",
+        "kernels": kernels(),
         "whole": round(seconds, 1),
         "sections": [[section, round(cells, 1)] for section, cells in section_times(nb)],
     }
     RUN_TIMES.parent.mkdir(parents=True, exist_ok=True)
     lines = [
-        f'  {json.dumps(stem)}: {{"machine": {json.dumps(entry["machine"])}, "whole": {json.dumps(entry.get("whole"))}, '
-        '"sections": [\n'
+        f'  {json.dumps(stem)}: {{"machine": {json.dumps(entry["machine"])}, "kernels": {json.dumps(entry.get("kernels"))}, '
+        f'"whole": {json.dumps(entry.get("whole"))}, "sections": [\n'
         + ",\n".join(f"    {json.dumps(section, ensure_ascii=False)}" for section in entry["sections"])
         + "\n  ]}"
         for stem, entry in sorted(saved.items())

@@ -89,14 +89,61 @@ def make_recipe(target: str) -> str:
     return run.stdout
 
 
-def test_ci_reruns_the_notebooks_training_included_on_other_cpu_kernels():
-    """The committed outputs come from one processor's kernels; CI's second pass re-executes every notebook on others
-    (PyTorch's kernels without vector instructions) and trains live, so that a compared output that depends on the
-    processor's rounding fails in CI, not on a student's laptop."""
-    assert "make test-colab" in (ROOT / ".ci/run").read_text()
-    second_pass = [line for line in make_recipe("test-colab").splitlines() if "--nbval" in line]
-    assert len(second_pass) == 1 and "ATEN_CPU_CAPABILITY=default" in second_pass[0]
-    assert "COURSE_SKIP_TRAINING" not in second_pass[0] and " notebooks " in second_pass[0]
+def _notebooks_conftest():
+    spec = importlib.util.spec_from_file_location("notebooks_conftest", ROOT / "notebooks" / "conftest.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("made", "own", "chosen"),
+    [
+        ({"AVX512"}, "AVX512", "avx2"),  # CI's machine, outputs made on one like it: the next kernels down
+        ({"AVX512"}, "AVX2", None),  # a laptop without AVX-512: its own kernels are already others
+        ({"AVX2"}, "AVX2", "default"),
+        ({"AVX512", "AVX2"}, "AVX512", "default"),  # chapters made on two machines: neither's kernels
+        ({"DEFAULT"}, "DEFAULT", None),  # nothing else to take
+        ({"AVX512"}, "SVE256", None),  # an ARM processor rounds otherwise anyway
+        ({"SVE256"}, "SVE256", "default"),
+    ],
+)
+def test_the_notebooks_run_on_other_cpu_kernels_than_their_outputs_were_made_with(
+    made, own, chosen, tmp_path, monkeypatch
+):
+    """The committed outputs come from one processor's kernels (named in run_times.json by make outputs); make test's
+    kernels compute on others, so that a compared output that depends on the processor's rounding fails in CI, not
+    on a student's laptop; an ATEN_CPU_CAPABILITY already set is kept."""
+    import torch
+
+    conftest = _notebooks_conftest()
+    times = tmp_path / "run_times.json"
+    times.write_text(json.dumps({f"0{i}_x": {"kernels": kernels} for i, kernels in enumerate(sorted(made))}))
+    monkeypatch.setattr(conftest, "RUN_TIMES", times)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: own)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    assert conftest.other_kernels() == chosen
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    conftest.other_kernels.cache_clear()
+    assert conftest.other_kernels() is None
+
+
+def test_every_chapters_outputs_name_the_kernels_they_were_made_with():
+    """The choice above needs them: make outputs (notebooks/build.py --execute) records them with the run times."""
+    times = json.loads((ROOT / "docs" / "lessons" / "run_times.json").read_text())
+    assert {path.stem for path in NOTEBOOKS} <= set(times)
+    assert all(entry.get("kernels") for entry in times.values())
+
+
+def test_ci_runs_every_edition_on_colabs_libraries_too():
+    """CI's dry run (every student edition through the grader, the training chapters' complete editions, 3 steps
+    of training each) runs in the environment of Colab's older library versions; make test's nbval in CI's."""
+    assert "make gpu-dry-run" in (ROOT / ".ci/run").read_text()
+    runs = [line for line in make_recipe("gpu-dry-run").splitlines() if "gpu_dry_run.py" in line]
+    assert len(runs) == 2 and all(line.split()[1] == ".venv-colab/bin/python" for line in runs), runs
+    colab = (ROOT / ".ci" / "constraints-colab.txt").read_text()
+    assert "altair==5.5.0" in colab and "transformers==4." in colab
 
 
 def test_the_quick_tier_leaves_out_what_trains_or_runs_notebooks():

@@ -37,11 +37,13 @@ PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
 # .ci/run's stages, in order: what each runs.
 STAGES = {
     "environment": "a virtual environment and PyTorch's CPU wheel (uv)",
-    "make test": "ruff, basedpyright, every test but the dry_run ones, every notebook's complete edition under nbval",
+    "make test": "ruff, basedpyright, every test but the dry_run ones, every notebook's complete edition under nbval "
+    "on other CPU kernels",
     "make test-colab": "every notebook again, on Colab's library versions and other CPU kernels",
     "make site": "the website, from the committed notebooks",
     "make slides": "a deck per chapter",
-    "make gpu-dry-run": "the GPU code paths on the CPU; every student edition through the grader",
+    "make gpu-dry-run": "on Colab's library versions: the GPU code paths on the CPU, every student edition through "
+    "the grader",
 }
 SUMMARY = re.compile(r"^=*\s*(?P<counts>\d[^=]*?) in (?P<seconds>[\d.]+)s", re.MULTILINE)
 
