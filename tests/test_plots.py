@@ -12,6 +12,7 @@ from course_utils import (
     attention_chart,
     attention_grid,
     attention_heatmap,
+    evaluation_curve,
     loss_curve,
     positional_encoding_chart,
     positional_encoding_heatmap,
@@ -203,7 +204,22 @@ def test_log_axes_label_plain_numbers_inside_the_range():
     low, high = ax.get_ylim()
     shown = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks()) if low <= v <= high]
     assert len(shown) >= 3 and all(t and "^" not in t for t in shown), shown
-    assert any("floor = 0.600" in t.get_text() for t in ax.get_legend().get_texts())
+    (legend,) = fig.legends
+    assert any("floor = 0.600" in t.get_text() for t in legend.get_texts())
+
+
+@pytest.mark.parametrize("labels", [None, ["a short name", "another"]])
+def test_a_curves_legend_lies_under_the_plot_where_no_curve_can_run(labels):
+    """Inside the axes, matplotlib's "best" corner still covered chapter 02's steep drop: the legend goes below."""
+    history = History(steps=list(range(1, 301)), loss=[2.3 if s < 150 else 1e-3 for s in range(300)])
+    histories = (history,) if labels is None else (history, history)
+    levels = {"2 ln 10: knows nothing": 4.605, "ln 10: one job solved, one at chance": 2.303}
+    for fig in (loss_curve(*histories, labels=labels, levels=levels), evaluation_curve(history)):
+        fig.draw_without_rendering()  # constrained layout places the legend and the plot
+        (legend,) = fig.legends
+        box, plot, whole = legend.get_window_extent(), fig.axes[0].get_window_extent(), fig.bbox
+        assert box.y1 <= plot.y0 and whole.x0 <= box.x0 and box.x1 <= whole.x1, (box, plot, whole)
+        plt.close(fig)
 
 
 def test_the_static_image_of_a_chart_shows_every_head(weights):
@@ -346,14 +362,16 @@ def test_a_grid_too_small_for_a_slide_comes_with_each_panel_alone_legible_there(
 
     torch.manual_seed(0)
     line = [f"{c}" for c in "HAMLET:_To_be,_or_not_to"]
-    grid = plots.attention_grid(torch.rand(4, 24, 24).softmax(-1), line, titles=[f"head {h}" for h in range(4)])
+    grid = plots.attention_grid(torch.rand(4, 24, 24).softmax(-1), line, titles=[f"head {h}" for h in range(4)],
+                                suptitle="Four heads of a GPT on one line")  # fmt: skip
     data, metadata = grid._repr_mimebundle_()
     assert data == {} and len(metadata["projector_panels"]) == 4  # the PNG itself: the notebook's usual one
     height = Image.open(io.BytesIO(base64.b64decode(metadata["projector_panels"][0]))).height
     assert height <= 680
     alone = plots.panel_figure(*grid.panels[0])
     assert _smallest_text_px(alone, 1240) >= 18, f"{_smallest_text_px(alone, 1240):.1f} px"
-    shared = {vmax for *_, vmax in grid.panels}
+    assert alone.get_suptitle() == "Four heads of a GPT on one line"  # a slide of one panel still says what it is
+    shared = {panel[4] for panel in grid.panels}
     assert len(shared) == 1  # one colour scale, as in the grid
     assert metadata["projector_text_px"] >= 18
     small = plots.attention_grid(torch.rand(2, 6, 6).softmax(-1), list("abcdef"))

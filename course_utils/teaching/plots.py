@@ -11,6 +11,7 @@ the chapters' own plots use it too.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -178,7 +179,7 @@ class PanelGrid(Figure):
     slide, into the output's metadata (``projector_panels``: base64 PNGs). The decks show those one to a slide;
     Jupyter and the website show the grid."""
 
-    panels: list[tuple[np.ndarray, list[str], list[str], str, float]]
+    panels: list[tuple[np.ndarray, list[str], list[str], str, float, str]]
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
         return {}, figure_metadata(self)
@@ -298,9 +299,12 @@ def _register_figure_metadata() -> None:
         shell.display_formatter.mimebundle_formatter.for_type(Figure, lambda fig: ({}, figure_metadata(fig)))
 
 
-def panel_figure(w: np.ndarray, keys: list[str], queries: list[str], title: str, vmax: float) -> Figure:
-    """One panel of a grid alone, for a slide: about 620 px tall at 100 dpi, on the grid's colour scale; its labels
-    21 px, or a row's height where rows are many (18 px for 24 rows)."""
+def panel_figure(
+    w: np.ndarray, keys: list[str], queries: list[str], title: str, vmax: float, suptitle: str = ""
+) -> Figure:
+    """One panel of a grid alone, for a slide: about 620 px tall at 100 dpi, on the grid's colour scale, under the
+    grid's title if it has one (wrapped to the panel's width); its labels 21 px, or a row's height where rows are
+    many (18 px for 24 rows)."""
     cells = PANEL_HEIGHT - 1.5  # inches of the heatmap itself: the title, the keys and their label take the rest
     size = min(PANEL_TEXT, 0.95 * cells * 72 / max(len(queries), len(keys)))  # points: a row's height at most
     width = min(GRID_MAX_WIDTH, 2.2 + cells * len(keys) / len(queries))  # square cells, the colour bar beside
@@ -312,6 +316,8 @@ def panel_figure(w: np.ndarray, keys: list[str], queries: list[str], title: str,
             label.set_fontsize(PANEL_TEXT)
         bar = fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
         bar.ax.tick_params(labelsize=PANEL_TEXT)  # ticks are drawn later, with the settings of that time
+        if suptitle:
+            fig.suptitle(suptitle, fontsize=PANEL_TEXT, wrap=True)
     plt.close(fig)
     return fig
 
@@ -363,7 +369,11 @@ def attention_grid(
     # its tick labels' size on a slide, where the whole grid is shown as large as the slide allows
     projected = mpl.rcParams["font.size"] * fig.dpi / 72 * slide_scale(size[0] * fig.dpi, size[1] * fig.dpi)
     assert isinstance(fig, PanelGrid)
-    fig.panels = [(w[i], keys, queries, titles[i], scales[i]) for i in range(n)] if projected < SLIDE_TEXT_PX else []
+    fig.panels = (
+        [(w[i], keys, queries, titles[i], scales[i], suptitle or "") for i in range(n)]
+        if projected < SLIDE_TEXT_PX
+        else []
+    )
     plt.close(fig)
     return fig
 
@@ -519,6 +529,23 @@ def _draw_levels(ax: Axes, levels: Mapping[str, float] | None) -> None:
         ax.axhline(value, color="black", ls=("--", ":", "-.")[i % 3], lw=1, label=f"{name} = {value:.3f}")
 
 
+def _legend_below(fig: Figure, ax: Axes) -> None:
+    """The legend under the plot, out of the curves' way: inside the axes ("best") it can still cover a steep drop,
+    and a curve can cross any corner."""
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    handles, names = ax.get_legend_handles_labels()
+    renderer = RendererAgg(int(fig.bbox.width), int(fig.bbox.height), fig.dpi)
+    ncols = 1
+    for rows in range(1, len(names) + 1):  # as few rows as the figure's width allows, filled evenly
+        ncols = math.ceil(len(names) / rows)
+        legend = fig.legend(handles, names, loc="outside lower center", ncols=ncols, frameon=False)
+        if ncols == 1 or legend.get_window_extent(renderer).width <= 0.95 * fig.bbox.width:
+            break
+        legend.remove()
+    fig.set_figheight(fig.get_figheight() + 0.25 * math.ceil(len(names) / ncols))  # the plot keeps its height
+
+
 def loss_curve(
     *histories: History, labels: Sequence[str] | None = None, title: str = "Training loss", smooth: int = 20,
     levels: Mapping[str, float] | None = None,
@@ -540,7 +567,7 @@ def loss_curve(
     ax.set_title(title)
     _log_axis(ax)
     if any(names) or levels:
-        ax.legend()
+        _legend_below(fig, ax)
     ax.grid(alpha=0.3)
     plt.close(fig)
     return fig
@@ -554,7 +581,7 @@ def evaluation_curve(
     ``levels`` draws labelled horizontal lines."""
     fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     if history.loss:
-        ax.plot(history.steps, history.loss, color="lightgray", lw=0.8, label="training batches")
+        ax.plot(history.steps, history.loss, color="0.6", lw=0.8, label="training batches")
     steps = [step for step, _ in history.evals]
     for name in history.evals[0][1] if history.evals else []:
         ax.plot(steps, [metrics[name] for _, metrics in history.evals], "o-", label=name)
@@ -562,7 +589,7 @@ def evaluation_curve(
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend()
+    _legend_below(fig, ax)
     ax.grid(alpha=0.3)
     plt.close(fig)
     return fig
