@@ -1,15 +1,15 @@
 # Transformers from Scratch: every command sets up .venv first, so a fresh clone needs only these.
 #   make lab        install, then open JupyterLab on the first notebook
 #   make quick      install, then ruff and every test that trains nothing and runs no notebook (about 30 s)
-#   make test       install, then lint, every test (but those of make gpu-dry-run) and every notebook under nbval, on
-#                   other CPU kernels than the committed outputs were made with (notebooks/conftest.py)
+#   make test       install, then lint, every test (but those marked dry_run, which make gpu-dry-run runs) and every
+#                   notebook under nbval, on other CPU kernels than its outputs were made with (notebooks/conftest.py)
 #   make outputs    re-execute every notebook on the CPU and store its outputs (commit the result)
 #   make notebooks  rebuild notebooks/*.ipynb from notebooks/src/*.py without running them
 #   make benchmark  time our Transformer against nn.Transformer (see benchmarks/README.md)
 #   make checkpoints  retrain the weights shipped for SKIP_TRAINING (tools/build_checkpoints.py)
-#   make test-colab re-execute every notebook, training included, with the library versions Google Colab ships
-#                   (.venv-colab) and PyTorch's plain kernels (ATEN_CPU_CAPABILITY=default); not in CI, whose
-#                   make gpu-dry-run runs every edition on those libraries (after a change to .ci/constraints-colab.txt)
+#   make test-colab re-execute every notebook's complete edition, training included, with the library versions
+#                   Google Colab ships (.venv-colab) and PyTorch's plain kernels (ATEN_CPU_CAPABILITY=default), every
+#                   compared output matching; not in CI: run it after changing .ci/constraints-colab.txt
 #   make site       the course as a website in build/site/, built offline from the committed notebooks (no execution)
 #   make slides     a reveal.js deck per chapter in build/slides/ that works offline (tools/build_slides.py)
 #   make check-browser  open every notebook, every page of the site, every deck and a RISE presentation offline in
@@ -17,7 +17,7 @@
 #                   failed request or console error
 #   make gpu-dry-run    every notebook's GPU code paths on the CPU, 3 training steps each (tools/gpu_dry_run.py), the
 #                       student editions through the grader; 06 and 10 also in float16 with a gradient scaler (a T4's);
-#                       all on the libraries Google Colab ships (.venv-colab)
+#                       all on the libraries Google Colab ships (.venv-colab), the tests marked dry_run too
 #   make gpu-wheels     on a machine with internet: wheels and data for a GPU machine without a registry
 #   make gpu-check      on a machine with CUDA: every notebook on the GPU, the full recipes, the GPU benchmarks,
 #                       one report in benchmarks/gpu/ (tools/gpu_check.py; PARTS="notebooks translator" for some,
@@ -106,14 +106,17 @@ outputs: install
 notebooks: install
 	$(BIN)/python notebooks/build.py
 
-# A second environment with Colab's (older) versions: every edition of every notebook must run there too. CI runs
-# make gpu-dry-run there, each notebook's every cell but with 3 training steps; make test-colab runs the complete
-# editions there, training included, on PyTorch's plain kernels (OTHER_KERNELS), every compared output matching
-# (about six minutes on two cores: run it after changing .ci/constraints-colab.txt).
+# A second environment with Colab's (older) versions, which CI's make gpu-dry-run runs in: every student edition
+# (every cell but the exercises' stubs) and the training chapters' complete editions (06-08), 3 training steps each.
+# make test-colab runs every complete edition there, training included, on PyTorch's plain kernels (OTHER_KERNELS),
+# every compared output matching (about six minutes on two cores: run it after changing .ci/constraints-colab.txt).
+# Only the packages that file names are Colab's; the others (pytest, nbclient, ...) install at their newest.
 COLAB_VENV := .venv-colab
-$(COLAB_VENV)/.installed: requirements.txt pyproject.toml .ci/constraints-colab.txt
+$(COLAB_VENV)/bin/python:
 	$(call new_venv,$(COLAB_VENV))
 	UV=$(UV) .ci/install-torch $(COLAB_VENV)/bin/python
+
+$(COLAB_VENV)/.installed: $(COLAB_VENV)/bin/python requirements.txt pyproject.toml .ci/constraints-colab.txt
 	$(call pip_install,$(COLAB_VENV)) -c .ci/constraints-colab.txt -e ".[test]"
 	@touch $@
 

@@ -57,16 +57,29 @@ def test_a_normal_run_keeps_full_precision_on_the_cpu(monkeypatch):
     assert len(history.loss) == 5 and not any(seen)
 
 
-def test_the_dry_run_reports_a_failed_check_and_goes_on():
+def test_the_dry_run_reports_a_failed_check_after_a_cut_and_goes_on_but_fails_one_before(monkeypatch):
+    from course_utils import settings
+
     softened = gpu_dry_run.soften("x = 1\nassert x == 2, 'x is not 2'\ny = x + 1")
+    monkeypatch.setattr(settings, "DRY_RUN_CUTS", [])
+    with pytest.raises(AssertionError, match="x is not 2"):  # nothing cut short: a check of code
+        exec(gpu_dry_run.PRELUDE + softened, {})
+    monkeypatch.setattr(settings, "DRY_RUN_CUTS", ["train"])
     namespace: dict = {}
-    exec(gpu_dry_run.PRELUDE + softened, namespace)  # would raise AssertionError unsoftened
+    exec(gpu_dry_run.PRELUDE + softened, namespace)  # a training run was cut short: reported, and on
     assert namespace["y"] == 2
     assert gpu_dry_run.soften("%timeit x = 1") == "%timeit x = 1"  # a magic is left alone
 
 
-def _chapter(folder, after_exercise):
-    """A chapter of one exercise, both editions, in ``folder``; ``after_exercise``: the cell that follows it."""
+TINY_TRAINING = """from course_utils import GPT, TrainConfig, random_windows, train
+config = TrainConfig(steps=50, batch_size=4, lr=1e-3, warmup_steps=1, schedule="cosine", label_smoothing=0.0)
+model = GPT(12, block_size=8, d_model=16, n_heads=2, n_layers=1)
+train(model, random_windows(torch.randint(0, 12, (200,)), 8, 4), lambda m, x, y: m(x, y)[1], config, progress=False)"""
+
+
+def _chapter(folder, after_exercise, check_first=False):
+    """A chapter of one exercise, both editions, in ``folder``; ``after_exercise``: the cell that follows it. A check
+    that fails comes after a training cell (which the dry run cuts short), or before it (``check_first``)."""
     import nbformat
 
     solution = "def my_causal_mask(size):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool))"
@@ -79,9 +92,12 @@ def _chapter(folder, after_exercise):
             nbformat.v4.new_code_cell(
                 body + "\n\n\ncheck_causal_mask(my_causal_mask)", metadata={"tags": ["exercise"]}
             ),
+            nbformat.v4.new_code_cell(TINY_TRAINING),
             nbformat.v4.new_code_cell("assert 1 + 1 == 3, 'a trained figure'"),
             nbformat.v4.new_code_cell(after_exercise),
         ]
+        if check_first:
+            nb.cells[3], nb.cells[4] = nb.cells[4], nb.cells[3]
         (folder / edition).mkdir(exist_ok=True)
         nbformat.write(nb, folder / edition / "01_tiny.ipynb")
     return folder / "01_tiny.ipynb"
@@ -89,20 +105,24 @@ def _chapter(folder, after_exercise):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("after_exercise", "errors"),
-    [("y = 1", []), ("y = my_causal_mask(3)", ["NotImplementedError"])],
-    ids=["ok", "needs"],
+    ("after_exercise", "check_first", "errors"),
+    [
+        ("y = 1", False, []),
+        ("y = my_causal_mask(3)", False, ["NotImplementedError"]),
+        ("y = 1", True, ["AssertionError: a trained figure"]),
+    ],
+    ids=["ok", "needs", "fails-before-training"],
 )
 def test_the_student_edition_runs_as_a_class_would_every_exercise_not_attempted(
-    tmp_path, monkeypatch, after_exercise, errors
+    tmp_path, monkeypatch, after_exercise, check_first, errors
 ):
-    """Every cell but the stubs must run; a cell that needs an exercise's answer is an error, a failed check of a
-    trained figure only a report."""
-    path = _chapter(tmp_path, after_exercise)
+    """Every cell but the stubs must run; a cell that needs an exercise's answer is an error, and so is a failed
+    check before anything was cut short; after the training cell (cut short), a failed check is only a report."""
+    path = _chapter(tmp_path, after_exercise, check_first)
     monkeypatch.setattr(gpu_dry_run, "NOTEBOOKS", tmp_path)
     found, expected, _ = gpu_dry_run.run_student(path, 120)
     assert [e for e in errors if not any(e in line for line in found)] == [] and len(found) == len(errors), found
-    assert len(expected) == 1 and "a trained figure" in expected[0]
+    assert len(expected) == (0 if check_first else 1) and all("a trained figure" in line for line in expected)
 
 
 # --- make gpu-check ------------------------------------------------------------------------------------------------

@@ -100,33 +100,48 @@ def _notebooks_conftest():
 @pytest.mark.parametrize(
     ("made", "own", "chosen"),
     [
-        ({"AVX512"}, "AVX512", "avx2"),  # CI's machine, outputs made on one like it: the next kernels down
-        ({"AVX512"}, "AVX2", None),  # a laptop without AVX-512: its own kernels are already others
-        ({"AVX2"}, "AVX2", "default"),
-        ({"AVX512", "AVX2"}, "AVX512", "default"),  # chapters made on two machines: neither's kernels
-        ({"DEFAULT"}, "DEFAULT", None),  # nothing else to take
-        ({"AVX512"}, "SVE256", None),  # an ARM processor rounds otherwise anyway
-        ({"SVE256"}, "SVE256", "default"),
+        ("AVX512", "AVX512", "avx2"),  # CI's machine, outputs made on one like it: the next kernels down
+        ("AVX512", "AVX2", None),  # a laptop without AVX-512: its own kernels are already others
+        ("AVX2", "AVX2", "default"),
+        ("AVX2", "AVX512", None),
+        ("AVX512", "SVE256", None),  # an ARM processor rounds otherwise anyway
+        ("SVE256", "SVE256", "default"),
     ],
 )
 def test_the_notebooks_run_on_other_cpu_kernels_than_their_outputs_were_made_with(
     made, own, chosen, tmp_path, monkeypatch
 ):
-    """The committed outputs come from one processor's kernels (named in run_times.json by make outputs); make test's
-    kernels compute on others, so that a compared output that depends on the processor's rounding fails in CI, not
-    on a student's laptop; an ATEN_CPU_CAPABILITY already set is kept."""
+    """The committed outputs come from one processor's kernels (named per chapter in run_times.json by make
+    outputs); make test's kernels compute on others, so that a compared output that depends on the processor's
+    rounding fails in CI, not on a student's laptop; an ATEN_CPU_CAPABILITY already set is kept."""
     import torch
 
     conftest = _notebooks_conftest()
     times = tmp_path / "run_times.json"
-    times.write_text(json.dumps({f"0{i}_x": {"kernels": kernels} for i, kernels in enumerate(sorted(made))}))
+    times.write_text(json.dumps({"01_a": {"kernels": made}, "02_b": {"kernels": "DEFAULT"}}))
     monkeypatch.setattr(conftest, "RUN_TIMES", times)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: own)
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
-    assert conftest.other_kernels() == chosen
+    assert conftest.other_kernels("01_a") == chosen  # each chapter by its own outputs' kernels
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     conftest.other_kernels.cache_clear()
-    assert conftest.other_kernels() is None
+    assert conftest.other_kernels("01_a") is None
+
+
+def test_a_chapter_made_on_the_only_kernels_left_runs_on_them_with_a_warning(tmp_path, monkeypatch):
+    import torch
+
+    conftest = _notebooks_conftest()
+    times = tmp_path / "run_times.json"
+    times.write_text(json.dumps({"01_a": {"kernels": "DEFAULT"}, "02_b": {"kernels": "AVX512"}}))
+    monkeypatch.setattr(conftest, "RUN_TIMES", times)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    with pytest.warns(UserWarning, match="01_a: its outputs were made with DEFAULT kernels and none other"):
+        assert conftest.other_kernels("01_a") is None
+    assert conftest.other_kernels("02_b") is None  # DEFAULT, this processor's own, differs from AVX-512's
+    with pytest.warns(UserWarning, match="03_new"):  # a chapter make outputs has not run: every chapter's kernels
+        assert conftest.other_kernels("03_new") is None
 
 
 def test_every_chapters_outputs_name_the_kernels_they_were_made_with():
@@ -136,7 +151,7 @@ def test_every_chapters_outputs_name_the_kernels_they_were_made_with():
     assert all(entry.get("kernels") for entry in times.values())
 
 
-def test_ci_runs_every_edition_on_colabs_libraries_too():
+def test_ci_runs_the_dry_run_on_colabs_libraries():
     """CI's dry run (every student edition through the grader, the training chapters' complete editions, 3 steps
     of training each) runs in the environment of Colab's older library versions; make test's nbval in CI's."""
     assert "make gpu-dry-run" in (ROOT / ".ci/run").read_text()

@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
-# .ci/run's stages, in order: what each runs.
+# .ci/run's stages, in order: what each runs (make test-colab's for the runs that had it).
 STAGES = {
     "environment": "a virtual environment and PyTorch's CPU wheel (uv)",
     "make test": "ruff, basedpyright, every test but the dry_run ones, every notebook's complete edition under nbval "

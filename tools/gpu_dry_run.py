@@ -16,7 +16,10 @@ one kernel each, ``--jobs`` at a time:
 
 After 3 training steps nothing has been learned, so the notebooks' checks of trained figures fail. The script
 turns each ``assert`` into a check that reports and goes on (the cells after it still run, on what the cell
-computed), and counts those reports apart. Every error fails the run: that is what a GPU branch would raise. No
+computed), and counts those reports apart; but a check that fails before anything was cut short in its kernel
+(``course_utils.settings.DRY_RUN_CUTS``: a training run, a loss estimate) raises: it checks code (a shape, an
+equality with PyTorch), which must hold on Colab's libraries as on CI's. Every error fails the run: that is what a
+GPU branch would raise. No
 ``assert`` outside an exercise cell reads a name that an exercise cell binds (``tests/test_editions.py``), so a
 softened check hides no stub's effect.
 
@@ -70,10 +73,25 @@ ENVIRONMENT = {"COURSE_GPU_DRY_RUN": "1", "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_
 
 
 REPORT = "dry-run check failed:"
-PRELUDE = f"""def _dry_run_check(ok, message=""):
-    if not ok:
-        print({REPORT!r}, message)
-"""
+
+
+def _check_function(report: str) -> str:
+    """``_dry_run_check``, which a softened ``assert`` calls: a check that fails after the dry run cut something short
+    (course_utils.settings.DRY_RUN_CUTS: a training run or a loss estimate) is ``report``ed, the cells after it still
+    run; one that fails before anything was cut short raises, as on a GPU: it checks code (a shape, an equality with
+    PyTorch), not what training learned."""
+    return (
+        "def _dry_run_check(ok, message=''):\n"
+        "    if ok:\n"
+        "        return\n"
+        "    from course_utils.settings import DRY_RUN_CUTS\n"
+        "    if not DRY_RUN_CUTS:\n"
+        "        raise AssertionError(message)\n"
+        f"{report}\n"
+    )
+
+
+PRELUDE = _check_function(f"    print({REPORT!r}, message)")
 
 
 class _Asserts(ast.NodeTransformer):
@@ -187,12 +205,7 @@ def run_student(path: Path, timeout: int, amp_dtype: str | None = None) -> tuple
 
 def prelude(log: Path) -> str:
     """``_dry_run_check`` for a run whose printed lines are not read back: it appends its report to ``log``."""
-    return (
-        f"def _dry_run_check(ok, message=''):\n"
-        f"    if not ok:\n"
-        f"        with open({str(log)!r}, 'a') as f:\n"
-        f"            print({REPORT!r}, message, file=f)\n"
-    )
+    return _check_function(f"    with open({str(log)!r}, 'a') as f:\n        print({REPORT!r}, message, file=f)")
 
 
 def reads_skip_training(path: Path) -> bool:

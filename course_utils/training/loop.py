@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
-from ..settings import AMP_DTYPE, GPU_DRY_RUN, PROGRESS
+from ..settings import AMP_DTYPE, DRY_RUN_CUTS, GPU_DRY_RUN, PROGRESS
 from ..utils import eval_mode, in_mode, synchronize
 from .checkpoint import load_checkpoint, random_state, refuse_another_run, save_checkpoint, set_random_state
 
@@ -273,6 +273,8 @@ def train(
     optimizer = make_optimizer(model, config)
     dtype = _autocast_dtype(device, config.amp)  # where a GPU trains in float16 or float32, its line before the bar
     steps = min(config.steps, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else config.steps
+    if GPU_DRY_RUN.is_on():
+        DRY_RUN_CUTS.append("train")
     history, shown, evaluating = History(), {}, 0.0
     first, earlier = 0, 0.0  # the step a resumed run starts at, and the training seconds before it
     path = Path(checkpoint) if checkpoint is not None else None
