@@ -53,9 +53,6 @@ GPU_DRY_RUN = Setting(
     "the CPU takes the notebooks' GPU code paths (the GPU recipes, autocast in COURSE_AMP_DTYPE, else bfloat16), 3 "
     "training steps each, on 2 rows of each batch",
 )
-# What a GPU dry run has cut short in this process so far (``train`` and ``estimate_loss`` add their names):
-# tools/gpu_dry_run.py fails a notebook's check that fails before anything was, as a check of code, not of training.
-DRY_RUN_CUTS: list[str] = []
 AMP_DTYPE = Setting(
     "COURSE_AMP_DTYPE",
     "bfloat16, float16",

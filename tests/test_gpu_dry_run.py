@@ -58,13 +58,13 @@ def test_a_normal_run_keeps_full_precision_on_the_cpu(monkeypatch):
 
 
 def test_the_dry_run_reports_a_failed_check_after_a_cut_and_goes_on_but_fails_one_before(monkeypatch):
-    from course_utils import settings
+    from course_utils.training import loop
 
     softened = gpu_dry_run.soften("x = 1\nassert x == 2, 'x is not 2'\ny = x + 1")
-    monkeypatch.setattr(settings, "DRY_RUN_CUTS", [])
+    monkeypatch.setattr(loop, "DRY_RUN_CUTS", [])
     with pytest.raises(AssertionError, match="x is not 2"):  # nothing cut short: a check of code
         exec(gpu_dry_run.PRELUDE + softened, {})
-    monkeypatch.setattr(settings, "DRY_RUN_CUTS", ["train"])
+    monkeypatch.setattr(loop, "DRY_RUN_CUTS", ["train"])
     namespace: dict = {}
     exec(gpu_dry_run.PRELUDE + softened, namespace)  # a training run was cut short: reported, and on
     assert namespace["y"] == 2

@@ -17,7 +17,7 @@ one kernel each, ``--jobs`` at a time:
 After 3 training steps nothing has been learned, so the notebooks' checks of trained figures fail. The script
 turns each ``assert`` into a check that reports and goes on (the cells after it still run, on what the cell
 computed), and counts those reports apart; but a check that fails before anything was cut short in its kernel
-(``course_utils.settings.DRY_RUN_CUTS``: a training run, a loss estimate) raises: it checks code (a shape, an
+(``course_utils.training.loop.DRY_RUN_CUTS``: a training run, a loss estimate) raises: it checks code (a shape, an
 equality with PyTorch), which must hold on Colab's libraries as on CI's. Every error fails the run: that is what a
 GPU branch would raise. No
 ``assert`` outside an exercise cell reads a name that an exercise cell binds (``tests/test_editions.py``), so a
@@ -77,14 +77,14 @@ REPORT = "dry-run check failed:"
 
 def _check_function(report: str) -> str:
     """``_dry_run_check``, which a softened ``assert`` calls: a check that fails after the dry run cut something short
-    (course_utils.settings.DRY_RUN_CUTS: a training run or a loss estimate) is ``report``ed, the cells after it still
+    (course_utils.training.loop.DRY_RUN_CUTS: a training run or a loss estimate) is ``report``ed, the cells after it still
     run; one that fails before anything was cut short raises, as on a GPU: it checks code (a shape, an equality with
     PyTorch), not what training learned."""
     return (
         "def _dry_run_check(ok, message=''):\n"
         "    if ok:\n"
         "        return\n"
-        "    from course_utils.settings import DRY_RUN_CUTS\n"
+        "    from course_utils.training.loop import DRY_RUN_CUTS\n"
         "    if not DRY_RUN_CUTS:\n"
         "        raise AssertionError(message)\n"
         f"{report}\n"

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
-from ..settings import AMP_DTYPE, DRY_RUN_CUTS, GPU_DRY_RUN, PROGRESS
+from ..settings import AMP_DTYPE, GPU_DRY_RUN, PROGRESS
 from ..utils import eval_mode, in_mode, synchronize
 from .checkpoint import load_checkpoint, random_state, refuse_another_run, save_checkpoint, set_random_state
 
@@ -118,6 +118,9 @@ DRY_RUN_STEPS = 3  # a GPU dry run trains this many steps: enough to pass every 
 # and on this many rows of each batch: the model keeps its real size, but a CPU emulating bfloat16 takes minutes for
 # one step of a GPU recipe's full batch (64 windows of 256 characters in chapter 07)
 DRY_RUN_ROWS = 2
+# What a dry run has cut short in this process so far (``train`` and ``estimate_loss`` add their names):
+# tools/gpu_dry_run.py fails a notebook's check that fails before anything was, as a check of code, not of training.
+DRY_RUN_CUTS: list[str] = []
 
 
 _AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -272,8 +275,9 @@ def train(
     model.to(device)
     optimizer = make_optimizer(model, config)
     dtype = _autocast_dtype(device, config.amp)  # where a GPU trains in float16 or float32, its line before the bar
-    steps = min(config.steps, DRY_RUN_STEPS) if GPU_DRY_RUN.is_on() else config.steps
+    steps = config.steps
     if GPU_DRY_RUN.is_on():
+        steps = min(steps, DRY_RUN_STEPS)
         DRY_RUN_CUTS.append("train")
     history, shown, evaluating = History(), {}, 0.0
     first, earlier = 0, 0.0  # the step a resumed run starts at, and the training seconds before it

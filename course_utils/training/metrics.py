@@ -15,10 +15,10 @@ from torch import Tensor
 
 from ..data import CharTokenizer, encode_pairs, random_windows
 from ..model import GPT, Transformer, padding_mask
-from ..settings import DRY_RUN_CUTS, GPU_DRY_RUN
+from ..settings import GPU_DRY_RUN
 from ..utils import eval_mode
 from .decoding import greedy_decode
-from .loop import DRY_RUN_ROWS, DRY_RUN_STEPS
+from .loop import DRY_RUN_CUTS, DRY_RUN_ROWS, DRY_RUN_STEPS
 
 __all__ = ["BleuDifference", "bleu", "bleu_difference", "estimate_loss", "exact_match"]
 
