@@ -4,11 +4,12 @@ Every notebook builds one concept live, checks it against this package and PyTor
 from here: ``from course_utils import MultiHeadAttention``. Conventions: batch first, ``(B, T, d_model)``; heads
 ``(B, n_heads, T, d_k)``; bool masks with True = may attend.
 
-Five rooms (sub-packages) over two small modules, and the grader's command with its link to the kernel; imports go
+Five rooms (sub-packages) over three small modules, and the grader's command with its link to the kernel; imports go
 down this list, never up (``tests/test_structure.py``):
 
 ========================  ==========================================================================================
 ``settings``, ``utils``   every ``COURSE_*`` environment variable; devices, seeds, train/eval modes
+``dry_run``               what a GPU dry run (``make gpu-dry-run``) cuts short, and its record of each cut
 ``model/``                the Transformer proper: attention, masks, positions, layers, encoder, decoder,
                           ``Transformer``, ``GPT``, ``Llama`` (and ``CausalLM``, what both share), and their twins
                           from PyTorch's modules and Hugging Face's models (one name table per family); LoRA

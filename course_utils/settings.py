@@ -51,7 +51,7 @@ GPU_DRY_RUN = Setting(
     "COURSE_GPU_DRY_RUN",
     "1",
     "the CPU takes the notebooks' GPU code paths (the GPU recipes, autocast in COURSE_AMP_DTYPE, else bfloat16), 3 "
-    "training steps each, on 2 rows of each batch",
+    "training steps each, on 2 rows of each batch, and 8 new tokens per generation (course_utils.dry_run)",
 )
 AMP_DTYPE = Setting(
     "COURSE_AMP_DTYPE",

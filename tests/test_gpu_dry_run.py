@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from course_utils import GPT, TrainConfig, gpu_branch, random_windows, train
-from course_utils.training.loop import DRY_RUN_ROWS, DRY_RUN_STEPS
+from course_utils.dry_run import DRY_RUN_ROWS, DRY_RUN_STEPS, DRY_RUN_TOKENS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import gpu_check
@@ -42,6 +42,35 @@ def test_a_dry_run_trains_a_few_steps_under_bfloat16_autocast(monkeypatch):
     assert rows == [DRY_RUN_ROWS] * DRY_RUN_STEPS  # the model at its size, its batches cut: minutes become seconds
 
 
+def test_a_dry_run_generates_and_decodes_a_few_tokens_and_says_it_cut_them(monkeypatch):
+    """Generation and decoding run every line of their loop for DRY_RUN_TOKENS tokens: the full length is make test's
+    (chapter 08's BLEU over a thousand sentences, 07's samples at the GPU model's size took a minute of a dry run)."""
+    from course_utils import Transformer, beam_search, dry_run, greedy_decode
+
+    torch.manual_seed(0)
+    gpt = GPT(12, block_size=16, d_model=16, n_heads=2, n_layers=1)
+    seq2seq = Transformer(12, 12, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    src = torch.randint(3, 12, (2, 5))  # (B, S)
+    prompt = torch.zeros(2, 1, dtype=torch.long)  # (B, 1)
+    ids = {"bos_id": 1, "eos_id": 2, "pad_id": 0}
+
+    def lengths():
+        return (
+            gpt.generate(prompt, 10, temperature=0).size(1) - 1,
+            greedy_decode(seq2seq, src, None, max_len=10, **ids).size(1) - 1,  # max_len counts <bos>
+            beam_search(seq2seq, src, None, beam_size=2, max_len=10, alpha=0.6, **ids).size(1) - 1,
+        )
+
+    monkeypatch.setattr(dry_run, "DRY_RUN_CUTS", [])
+    monkeypatch.delenv("COURSE_GPU_DRY_RUN", raising=False)
+    seq2seq.generator.weight.data.zero_()  # every token equally likely: no <eos> before max_len, the full length
+    assert lengths() == (10, 9, 9) and dry_run.DRY_RUN_CUTS == []
+    monkeypatch.setenv("COURSE_GPU_DRY_RUN", "1")
+    assert lengths() == (DRY_RUN_TOKENS,) * 3
+    assert dry_run.DRY_RUN_CUTS == ["generate", "decode", "decode"]
+    assert gpt.generate(prompt, DRY_RUN_TOKENS).size(1) == 1 + DRY_RUN_TOKENS and len(dry_run.DRY_RUN_CUTS) == 3
+
+
 def test_a_normal_run_keeps_full_precision_on_the_cpu(monkeypatch):
     monkeypatch.delenv("COURSE_GPU_DRY_RUN", raising=False)
     torch.manual_seed(0)
@@ -58,13 +87,13 @@ def test_a_normal_run_keeps_full_precision_on_the_cpu(monkeypatch):
 
 
 def test_the_dry_run_reports_a_failed_check_after_a_cut_and_goes_on_but_fails_one_before(monkeypatch):
-    from course_utils.training import loop
+    from course_utils import dry_run
 
     softened = gpu_dry_run.soften("x = 1\nassert x == 2, 'x is not 2'\ny = x + 1")
-    monkeypatch.setattr(loop, "DRY_RUN_CUTS", [])
+    monkeypatch.setattr(dry_run, "DRY_RUN_CUTS", [])
     with pytest.raises(AssertionError, match="x is not 2"):  # nothing cut short: a check of code
         exec(gpu_dry_run.PRELUDE + softened, {})
-    monkeypatch.setattr(loop, "DRY_RUN_CUTS", ["train"])
+    monkeypatch.setattr(dry_run, "DRY_RUN_CUTS", ["train"])
     namespace: dict = {}
     exec(gpu_dry_run.PRELUDE + softened, namespace)  # a training run was cut short: reported, and on
     assert namespace["y"] == 2
@@ -123,6 +152,43 @@ def test_the_student_edition_runs_as_a_class_would_every_exercise_not_attempted(
     found, expected, _ = gpu_dry_run.run_student(path, 120)
     assert [e for e in errors if not any(e in line for line in found)] == [] and len(found) == len(errors), found
     assert len(expected) == (0 if check_first else 1) and all("a trained figure" in line for line in expected)
+
+
+SKIPPING_CHAPTER = """import os
+SKIP_TRAINING = os.environ.get("COURSE_SKIP_TRAINING") == "1"
+from course_utils import GPT
+model = GPT(12, block_size=16, d_model=16, n_heads=2, n_layers=1)
+"""
+GENERATION = "out = model.generate(torch.zeros(1, 1, dtype=torch.long), 10)"
+LENGTH_CHECK = "assert out.size(1) == 11, 'a sample of 10 tokens'"
+LOSS_ESTIMATE = "from course_utils import estimate_loss\nestimate_loss(model, {'val': torch.randint(0, 12, (99,))}, 4)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("cells", "errors"),
+    [
+        ((GENERATION, LENGTH_CHECK), []),
+        ((LOSS_ESTIMATE, "assert 1 + 1 == 3, 'a figure of the shipped weights'"), ["with the shipped weights"]),
+    ],
+    ids=["after-a-generation", "after-a-loss-estimate"],
+)
+def test_with_training_skipped_only_a_check_after_a_generation_was_cut_may_fail(tmp_path, monkeypatch, cells, errors):
+    """A chapter that trains only without SKIP_TRAINING runs on its shipped weights, whose every check must hold, but
+    those after the dry run cut a generation or a decoding short (a sample, a BLEU score); a loss estimate cut short
+    (3 batches of 2 rows) still measures the shipped weights."""
+    import nbformat
+
+    path = _chapter(tmp_path, "y = 1")
+    for edition in ("", "student"):
+        nb = nbformat.read(tmp_path / edition / "01_tiny.ipynb", as_version=4)
+        nb.cells[3:5] = [nbformat.v4.new_code_cell(SKIPPING_CHAPTER), *map(nbformat.v4.new_code_cell, cells)]
+        nbformat.write(nb, tmp_path / edition / "01_tiny.ipynb")
+    monkeypatch.setattr(gpu_dry_run, "NOTEBOOKS", tmp_path)
+    assert gpu_dry_run.reads_skip_training(path)
+    found, expected, _ = gpu_dry_run.run_student(path, 120)
+    assert len(found) == len(errors) and all(e in line for e, line in zip(errors, found)), found
+    assert len(expected) == 1 - len(errors) and all("(after: generate)" in line for line in expected), expected
 
 
 # --- make gpu-check ------------------------------------------------------------------------------------------------

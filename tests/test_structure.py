@@ -20,7 +20,7 @@ LAYERS = [
     ["teaching"],
     ["training"],
     ["model", "data"],  # the model and the data know nothing of each other
-    ["utils"],
+    ["utils", "dry_run"],  # dry_run: what a GPU dry run cuts short, for the model's generation and the training loop
     ["settings"],
 ]
 RANK = {room: rank for rank, rooms in enumerate(LAYERS) for room in rooms}

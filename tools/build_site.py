@@ -305,7 +305,8 @@ def stage_api() -> None:
         (api / f"{page}.md").write_text(api_page(page, title, modules))
     (api / "utils.md").write_text(
         "# Settings and utilities\n\n```{eval-rst}\n.. automodule:: course_utils.settings\n\n"
-        ".. automodule:: course_utils.utils\n\n.. automodule:: course_utils.grade\n   :no-members:\n```\n"
+        ".. automodule:: course_utils.utils\n\n.. automodule:: course_utils.dry_run\n\n"
+        ".. automodule:: course_utils.grade\n   :no-members:\n```\n"
     )
 
 

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..dry_run import DRY_RUN_TOKENS, at_most
 from ..utils import eval_mode
 from .attention import KVCache
 
@@ -82,10 +83,12 @@ class CausalLM(nn.Module):
         With ``use_cache`` the keys and values of earlier positions are reused (``KVCache``), so each step
         processes one token instead of the whole context. Once the text outgrows ``block_size``, the
         window slides and every position changes place, so each step recomputes the cropped window, as
-        without a cache. Both ways produce the same tokens. Runs in eval mode and restores the mode.
+        without a cache. Both ways produce the same tokens. Runs in eval mode and restores the mode. (A GPU dry
+        run writes at most ``DRY_RUN_TOKENS``: ``course_utils.dry_run``.)
         """
         if temperature < 0 or (top_k is not None and top_k < 1):
             raise ValueError(f"need temperature >= 0 and top_k >= 1 or None; got {temperature}, {top_k}")
+        max_new_tokens = at_most("generate", max_new_tokens, DRY_RUN_TOKENS)
         with eval_mode(self):
             caches = None
             for _ in range(max_new_tokens):

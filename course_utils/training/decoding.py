@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..data import Tokenizer
+from ..dry_run import DRY_RUN_TOKENS, at_most
 from ..model import Decoder, DecoderCache, Transformer, causal_mask, padding_mask
 from ..utils import eval_mode
 from .seq2seq import pad_batch
@@ -75,13 +76,14 @@ def beam_search(
     ``src (B, S)`` -> LongTensor ``(B, <= max_len)`` starting with ``bos_id``, padded with ``pad_id``. With
     ``beam_size=1`` this is greedy decoding (``greedy_decode``); with a beam as large as the number of possible
     outputs, it is exhaustive search. ``use_cache``: see the module's docstring. It runs in eval mode (no dropout)
-    and restores the mode.
+    and restores the mode. (A GPU dry run writes at most ``DRY_RUN_TOKENS`` after ``<bos>``: ``course_utils.dry_run``.)
     """
     if beam_size < 1 or max_len < 1:
         raise ValueError(
             f"need beam_size >= 1 and max_len >= 1 (max_len counts every id, <bos> included); "
             f"got beam_size={beam_size}, max_len={max_len}"
         )
+    max_len = at_most("decode", max_len, 1 + DRY_RUN_TOKENS)
     B, K, device = src.size(0), beam_size, src.device
     with eval_mode(model):
         memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)  # (B*K, S, d_model): K copies per sentence

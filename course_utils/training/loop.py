@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
+from ..dry_run import DRY_RUN_ROWS, DRY_RUN_STEPS, cut_short
 from ..settings import AMP_DTYPE, GPU_DRY_RUN, PROGRESS
 from ..utils import eval_mode, in_mode, synchronize
 from .checkpoint import load_checkpoint, random_state, refuse_another_run, save_checkpoint, set_random_state
@@ -112,15 +113,6 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
         eps=1e-9,
         fused=device.type in ("cpu", "cuda"),  # one kernel for all parameters: faster where available
     )
-
-
-DRY_RUN_STEPS = 3  # a GPU dry run trains this many steps: enough to pass every code path, too few to learn
-# and on this many rows of each batch: the model keeps its real size, but a CPU emulating bfloat16 takes minutes for
-# one step of a GPU recipe's full batch (64 windows of 256 characters in chapter 07)
-DRY_RUN_ROWS = 2
-# What a dry run has cut short in this process so far (``train`` and ``estimate_loss`` add their names):
-# tools/gpu_dry_run.py fails a notebook's check that fails before anything was, as a check of code, not of training.
-DRY_RUN_CUTS: list[str] = []
 
 
 _AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -278,7 +270,7 @@ def train(
     steps = config.steps
     if GPU_DRY_RUN.is_on():
         steps = min(steps, DRY_RUN_STEPS)
-        DRY_RUN_CUTS.append("train")
+        cut_short("train")  # its batches too, to DRY_RUN_ROWS rows
     history, shown, evaluating = History(), {}, 0.0
     first, earlier = 0, 0.0  # the step a resumed run starts at, and the training seconds before it
     path = Path(checkpoint) if checkpoint is not None else None

@@ -14,11 +14,11 @@ import torch
 from torch import Tensor
 
 from ..data import CharTokenizer, encode_pairs, random_windows
+from ..dry_run import DRY_RUN_ROWS, DRY_RUN_STEPS, cut_short
 from ..model import GPT, Transformer, padding_mask
 from ..settings import GPU_DRY_RUN
 from ..utils import eval_mode
 from .decoding import greedy_decode
-from .loop import DRY_RUN_CUTS, DRY_RUN_ROWS, DRY_RUN_STEPS
 
 __all__ = ["BleuDifference", "bleu", "bleu_difference", "estimate_loss", "exact_match"]
 
@@ -131,7 +131,7 @@ def estimate_loss(
     device = next(model.parameters()).device
     if GPU_DRY_RUN.is_on():  # a dry run passes the code, measures nothing: a few small batches
         iters, batch_size = min(iters, DRY_RUN_STEPS), min(batch_size, DRY_RUN_ROWS)
-        DRY_RUN_CUTS.append("estimate_loss")
+        cut_short("estimate_loss")
     out = {}
     with eval_mode(model), torch.no_grad():
         for name, data in splits.items():
