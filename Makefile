@@ -88,15 +88,12 @@ nbval: install
 
 # The type check (one process, about 20 s) runs beside the tests, whose workers leave a core free now and then; the
 # tests marked dry_run check the GPU tools on the CPU and run in make gpu-dry-run.
-# Every checker's answer tests once more as the grader runs them: each answer across a link (course_utils.remote),
-# its arguments and results crossing as data.
-REMOTE_ANSWERS = TESTS_REMOTE_ANSWERS=1 $(CPU_ONLY) $(call pytest_parallel,$(VENV)) -p no:nbval tests/test_checks_*.py -q
-
+# TESTS_REMOTE_ANSWERS=1: every checker's test runs twice in the one session (tests/conftest.py), the second time
+# [remote], as the grader runs the answers: across a link (course_utils.remote), arguments and results crossing as data.
 test: ruff
 	$(BIN)/basedpyright --project pyproject.toml --pythonpath $(BIN)/python > $(VENV)/basedpyright.log 2>&1 & typing=$$!; \
-	$(CPU_ONLY) $(call pytest_parallel,$(VENV)) tests notebooks $(NBVAL) -m "not dry_run" -q; tests=$$?; \
-	$(REMOTE_ANSWERS); remote=$$?; \
-	wait $$typing; typed=$$?; echo "basedpyright:"; cat $(VENV)/basedpyright.log; exit $$((tests || remote || typed))
+	TESTS_REMOTE_ANSWERS=1 $(CPU_ONLY) $(call pytest_parallel,$(VENV)) tests notebooks $(NBVAL) -m "not dry_run" -q; \
+	tests=$$?; wait $$typing; typed=$$?; echo "basedpyright:"; cat $(VENV)/basedpyright.log; exit $$((tests || typed))
 
 outputs: install
 	$(CPU_ONLY) $(BIN)/python notebooks/build.py --execute

@@ -1,5 +1,8 @@
+import os
 import sys
+from pathlib import Path
 
+import helpers
 import pytest
 import torch
 
@@ -13,3 +16,17 @@ sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 def _seeded():
     """Every test starts from the same random state, whatever ran before it."""
     torch.manual_seed(0)
+
+
+def pytest_generate_tests(metafunc):
+    """With ``TESTS_REMOTE_ANSWERS=1`` (``make test``) every test of a checker (``tests/test_checks_*.py``) runs twice in
+    the one session: the answer called in this process, as a notebook calls it ([local]), then as the grader calls it
+    ([remote]), across a link (``course_utils.remote.loopback``), every value crossing as data."""
+    if os.environ.get("TESTS_REMOTE_ANSWERS") == "1" and Path(metafunc.definition.path).name.startswith("test_checks_"):
+        metafunc.parametrize("_answers_cross", ["local", "remote"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _answers_cross(request, monkeypatch):
+    """Where a checker's test calls the answers: here, or across the grader's link in its [remote] run."""
+    monkeypatch.setattr(helpers, "ACROSS_THE_LINK", getattr(request, "param", "local") == "remote")

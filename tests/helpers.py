@@ -2,7 +2,6 @@
 
 import collections
 import importlib
-import os
 import sys
 from pathlib import Path
 
@@ -16,10 +15,15 @@ def no_empty_rows(mask: torch.Tensor) -> torch.Tensor:
     return mask | torch.eye(mask.size(-2), mask.size(-1), dtype=torch.bool)
 
 
+# Whether the checkers' tests call the answers across the grader's link: the [remote] run of each, with
+# TESTS_REMOTE_ANSWERS=1 (tests/conftest.py).
+ACROSS_THE_LINK = False
+
+
 def verdict(check, fn, capsys):
-    """Run a checker on an answer: (passed, what it printed). With ``TESTS_REMOTE_ANSWERS=1`` the answer runs as
-    the grader runs it, across a link (``course_utils.remote.loopback``): every value crosses as data."""
-    if os.environ.get("TESTS_REMOTE_ANSWERS") == "1" and callable(fn):
+    """Run a checker on an answer: (passed, what it printed). In a test's [remote] run the answer runs as the grader
+    runs it, across a link (``course_utils.remote.loopback``): every value crosses as data."""
+    if ACROSS_THE_LINK and callable(fn):
         from course_utils.remote import loopback
 
         fn = loopback({"answer": fn}).hold("answer")

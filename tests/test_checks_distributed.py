@@ -8,9 +8,9 @@ and what this module imports. Its tests start processes, a few seconds each: the
 """
 
 import math
-import os
 import random
 
+import helpers
 import numpy as np
 import pytest
 import torch
@@ -217,7 +217,7 @@ def ranks_per_answer():
     verdict_rows(check_average_gradients, AVERAGE_RIGHT, AVERAGE_WRONG, says="is right: 2 ranks, each on half"),
 )
 def test_each_averaging_answer_gets_its_verdict(check, answer, expected, says, ranks_per_answer, monkeypatch, capsys):
-    if os.environ.get("TESTS_REMOTE_ANSWERS") == "1":  # 2 processes per answer, twice: the test below crosses the
+    if helpers.ACROSS_THE_LINK:  # 2 processes per answer, twice: the test below crosses the
         pytest.skip(
             "run once, in one process; the grader's path is tested below"
         )  # link with a right answer and a stub

@@ -1,6 +1,6 @@
 """The link the grader calls students' functions through (course_utils.remote): what crosses, and what cannot.
 
-Every checker's own tests also run across it (``TESTS_REMOTE_ANSWERS=1``, in ``make test``); these tests hold what
+Every checker's own tests also run across it (their [remote] runs, ``TESTS_REMOTE_ANSWERS=1``, in ``make test``); these tests hold what
 those do not show: data only comes back, never an object that runs code, and a result file that is not a plain file
 of data is refused."""
 
