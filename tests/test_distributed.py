@@ -186,6 +186,22 @@ def _hangs(rank: int, world: int) -> None:
         dist.all_reduce(torch.ones(1))
 
 
+def _environment(rank: int, world: int) -> dict:
+    return {"said": os.environ.get("TESTS_SPAWN_SAYS"), "threads": torch.get_num_threads(), "pid": os.getpid()}
+
+
+def test_each_spawn_starts_new_ranks_with_the_callers_environment_of_the_moment(monkeypatch):
+    """Where the ranks fork from a server that imported PyTorch once (Linux, macOS), each still sees the environment
+    its caller has when it calls, as a newly started interpreter would, not the one the server started with."""
+    monkeypatch.setenv("TESTS_SPAWN_SAYS", "first")
+    first = spawn(_environment, 2, timeout=60)
+    monkeypatch.setenv("TESTS_SPAWN_SAYS", "second")
+    second = spawn(_environment, 2, timeout=60)
+    assert [r["said"] for r in first + second] == ["first", "first", "second", "second"]
+    assert all(r["threads"] == 1 for r in first + second)
+    assert len({r["pid"] for r in first + second} | {os.getpid()}) == 5  # new processes each time
+
+
 def test_what_would_hang_or_split_wrongly_is_a_clear_error():
     with pytest.raises((TimeoutError, RuntimeError), match=r"rank(\(s\))? \[?0"):
         spawn(_hangs, 2, timeout=5)
