@@ -191,7 +191,7 @@ def _environment(rank: int, world: int) -> dict:
 
 
 def test_each_spawn_starts_new_ranks_with_the_callers_environment_of_the_moment(monkeypatch):
-    """Where the ranks fork from a server that imported PyTorch once (Linux, macOS), each still sees the environment
+    """Where the ranks fork from a server that imported PyTorch once (Linux), each still sees the environment
     its caller has when it calls, as a newly started interpreter would, not the one the server started with."""
     monkeypatch.setenv("TESTS_SPAWN_SAYS", "first")
     first = spawn(_environment, 2, timeout=60)

@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import queue
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -83,11 +84,12 @@ def _port_taken(port: int) -> bool:
 
 
 def _context() -> Any:
-    """How ``spawn`` starts its ranks: from a fork server that has imported PyTorch and this module once, where the
-    platform has one (Linux, macOS), so that each rank starts in a fraction of a second instead of importing PyTorch
-    again (about two seconds of a CPU each); else as new interpreters ("spawn", on Windows). Either way a rank starts
-    from a process with no threads, and gets the caller's environment as it is at the call (``_rank``)."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    """How ``spawn`` starts its ranks: on Linux from a fork server that has imported PyTorch and this module once, so
+    that each rank starts in a fraction of a second instead of importing PyTorch again (about two seconds of a CPU
+    each); elsewhere as new interpreters ("spawn": forking a process that loaded macOS's system libraries is unsafe,
+    and Windows cannot fork). Either way a rank starts from a process with no threads, and gets the caller's
+    environment as it is at the call (``_rank``)."""
+    if not sys.platform.startswith("linux"):
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["torch", __name__])  # read when the server starts: the first call's
