@@ -15,8 +15,6 @@ from torch.testing import assert_close
 from course_utils.model import GPT, GPT2_NAMES, from_hf
 from course_utils.model.lora import LoRALinear, add_lora, lora_parameters, merge_lora
 
-peft = pytest.importorskip("peft")
-
 
 def tiny_gpt(seed: int = 0) -> GPT:
     torch.manual_seed(seed)
@@ -24,6 +22,7 @@ def tiny_gpt(seed: int = 0) -> GPT:
 
 
 def with_peft(model: nn.Module, targets: list[str], r: int = 4, alpha: float = 8, **settings):
+    peft = pytest.importorskip("peft")  # here, not at the top: its import takes seconds, for the tests that use it
     config = peft.LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, **settings)
     return peft.get_peft_model(copy.deepcopy(model), config)
 
