@@ -37,6 +37,7 @@ a gradient scaler (``COURSE_AMP_DTYPE=float16``). ``--complete`` runs the comple
     python tools/gpu_dry_run.py                      # every chapter, then the benchmarks
     python tools/gpu_dry_run.py 07 08 --no-benchmarks
     python tools/gpu_dry_run.py 06 10 --complete --amp-dtype float16 --no-benchmarks
+    python tools/gpu_dry_run.py --float16-too 06 10   # make gpu-dry-run: all, then 06 and 10 in float16 too
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ def _task(kind: str, target: str, timeout: int, amp_dtype: str | None) -> tuple[
         errors = [f"{target}: exit {done.returncode}: {said[0][:300]}"] if done.returncode else []
         return target, errors, [], time.perf_counter() - start
     path = NOTEBOOKS / target
-    what = f"{path.stem} ({kind})"
+    what = f"{path.stem} ({kind}{', ' + amp_dtype if amp_dtype else ''})"
     try:
         if kind == "student":
             return what, *run_student(path, timeout, amp_dtype)
@@ -288,6 +289,10 @@ def main() -> int:
     )
     parser.add_argument("--complete", action="store_true", help="the complete editions only, every one training live")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="notebooks run at a time")
+    parser.add_argument(
+        "--float16-too", nargs="+", default=[], metavar="NN",
+        help="these chapters' complete editions once more in float16 (a T4's path), in the same pool of kernels",
+    )  # fmt: skip
     args = parser.parse_args()
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     paths = [p for p in paths if not args.only or any(p.stem.startswith(o) for o in args.only)]
@@ -303,14 +308,16 @@ def main() -> int:
     paths = sorted(paths, key=lambda p: -times.get(p.stem, {}).get("whole", 0))
     tasks = []
     for p in paths:
-        tasks += [("complete", p.name)] if args.complete or reads_skip_training(p) else []
-        tasks += [] if args.complete else [("student", p.name)]
-    tasks += [] if args.no_benchmarks else [("command", " ".join(command)) for command in BENCHMARKS]
+        tasks += [("complete", p.name, args.amp_dtype)] if args.complete or reads_skip_training(p) else []
+        tasks += [] if args.complete else [("student", p.name, args.amp_dtype)]
+    tasks += [] if args.no_benchmarks else [("command", " ".join(command), None) for command in BENCHMARKS]
+    also = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    tasks += [("complete", p.name, "float16") for p in also if any(p.stem.startswith(o) for o in args.float16_too)]
     if args.jobs > 1:
         os.environ["OMP_NUM_THREADS"] = "1"  # one thread a kernel: the kernels share the cores
     failures = 0
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(_task, kind, target, args.timeout, args.amp_dtype) for kind, target in tasks]
+        futures = [pool.submit(_task, kind, target, args.timeout, amp) for kind, target, amp in tasks]
         for future in as_completed(futures):
             what, errors, expected, seconds = future.result()
             checks = f", {len(expected)} checks failed after a cut (expected)" if expected else ""
@@ -318,7 +325,7 @@ def main() -> int:
             for line in errors:
                 print("   ERROR", line, flush=True)
             failures += len(errors)
-    dtype = f" ({args.amp_dtype} autocast)" if args.amp_dtype else ""
+    dtype = f" ({args.amp_dtype} autocast)" if args.amp_dtype else " (and float16 autocast)" if args.float16_too else ""
     print(f"GPU dry run{dtype}:", "no errors" if not failures else f"{failures} errors")
     return 1 if failures else 0
 
