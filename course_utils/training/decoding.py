@@ -160,11 +160,12 @@ def translate(
     *,
     beam_size: int = 1,
     alpha: float = 1.0,
-    batch_size: int = 100,
+    batch_size: int = 32,
     max_extra: int = 50,
 ) -> list[str]:
     """Translate ``sentences`` (greedy with ``beam_size=1``, else beam search), in batches of similar lengths;
-    outputs are at most ``max_extra`` tokens longer than their source."""
+    outputs are at most ``max_extra`` tokens longer than their source. (A batch decodes until its longest output
+    ends: on a CPU, Multi30k's test set took a fifth less time in batches of 32 than of 100, the same translations.)"""
     device = next(model.parameters()).device
     encoded = [tokenizer.encode(s) for s in sentences]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
