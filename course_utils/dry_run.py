@@ -3,9 +3,10 @@
 A dry run takes a GPU's code paths on a CPU to see that they run, not what they compute. ``train`` stops after
 ``DRY_RUN_STEPS`` steps on ``DRY_RUN_ROWS`` rows of each batch, ``estimate_loss`` after as many batches of as many
 rows, and generation and decoding (``generate``, ``beam_search``, ``greedy_decode``, ``translate``) after
-``DRY_RUN_TOKENS`` new tokens: every line of the loop runs, for fewer rounds. ``DRY_RUN_CUTS`` records what was cut
-in this process, so that tools/gpu_dry_run.py can tell a check that fails because something was cut short (a trained
-figure, a BLEU score) from one that fails before anything was: a check of code, which must hold.
+``DRY_RUN_TOKENS`` new tokens: each loop's body runs, for fewer rounds (what only a long output reaches does not: a
+text outgrowing ``block_size``, a beam whose hypotheses all ended). ``DRY_RUN_CUTS`` records what was cut in this
+process, so that tools/gpu_dry_run.py can tell a check that fails because something was cut short (a trained figure,
+a BLEU score) from a check of code, which must hold.
 """
 
 from __future__ import annotations

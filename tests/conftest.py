@@ -19,10 +19,13 @@ def _seeded():
 
 
 def pytest_generate_tests(metafunc):
-    """With ``TESTS_REMOTE_ANSWERS=1`` (``make test``) every test of a checker (``tests/test_checks_*.py``) runs twice in
-    the one session: the answer called in this process, as a notebook calls it ([local]), then as the grader calls it
-    ([remote]), across a link (``course_utils.remote.loopback``), every value crossing as data."""
-    if os.environ.get("TESTS_REMOTE_ANSWERS") == "1" and Path(metafunc.definition.path).name.startswith("test_checks_"):
+    """With ``TESTS_REMOTE_ANSWERS=1`` (``make test``) every test of a checker that runs it on an answer
+    (``helpers.verdict``, which reads what the checker printed: the tests that take ``capsys``, in
+    ``tests/test_checks*.py``) runs twice in the one session: the answer called in this process, as a notebook calls it
+    ([local]), then as the grader calls it ([remote]), across a link (``course_utils.remote.loopback``), every value
+    crossing as data."""
+    checker_test = Path(metafunc.definition.path).name.startswith("test_checks") and "capsys" in metafunc.fixturenames
+    if os.environ.get("TESTS_REMOTE_ANSWERS") == "1" and checker_test:
         metafunc.parametrize("_answers_cross", ["local", "remote"], indirect=True)
 
 

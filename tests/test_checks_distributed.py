@@ -217,10 +217,8 @@ def ranks_per_answer():
     verdict_rows(check_average_gradients, AVERAGE_RIGHT, AVERAGE_WRONG, says="is right: 2 ranks, each on half"),
 )
 def test_each_averaging_answer_gets_its_verdict(check, answer, expected, says, ranks_per_answer, monkeypatch, capsys):
-    if helpers.ACROSS_THE_LINK:  # 2 processes per answer, twice: the test below crosses the
-        pytest.skip(
-            "run once, in one process; the grader's path is tested below"
-        )  # link with a right answer and a stub
+    if helpers.ACROSS_THE_LINK:  # 2 processes per answer, twice: the test below crosses the link with a right answer
+        pytest.skip("run once, in one process; the grader's path is tested below")  # and a stub
 
     def spawned_once(fn, world_size, source, *args, **kwargs):  # what spawn returned for this answer in the fixture
         if fn is distributed._gradients_averaged_with and world_size == 2 and source in ranks_per_answer:

@@ -187,12 +187,15 @@ def _hangs(rank: int, world: int) -> None:
 
 
 def _environment(rank: int, world: int) -> dict:
-    return {"said": os.environ.get("TESTS_SPAWN_SAYS"), "threads": torch.get_num_threads(), "pid": os.getpid()}
+    import numpy as np
+
+    return {"said": os.environ.get("TESTS_SPAWN_SAYS"), "threads": torch.get_num_threads(), "pid": os.getpid(),
+            "draw": float(np.random.rand())}  # fmt: skip
 
 
 def test_each_spawn_starts_new_ranks_with_the_callers_environment_of_the_moment(monkeypatch):
-    """Where the ranks fork from a server that imported PyTorch once (Linux), each still sees the environment
-    its caller has when it calls, as a newly started interpreter would, not the one the server started with."""
+    """Where the ranks fork from a server that imported PyTorch once (Linux), each still sees the environment its
+    caller has when it calls, not the one the server started with, and draws its own random numbers."""
     monkeypatch.setenv("TESTS_SPAWN_SAYS", "first")
     first = spawn(_environment, 2, timeout=60)
     monkeypatch.setenv("TESTS_SPAWN_SAYS", "second")
@@ -200,6 +203,7 @@ def test_each_spawn_starts_new_ranks_with_the_callers_environment_of_the_moment(
     assert [r["said"] for r in first + second] == ["first", "first", "second", "second"]
     assert all(r["threads"] == 1 for r in first + second)
     assert len({r["pid"] for r in first + second} | {os.getpid()}) == 5  # new processes each time
+    assert len({r["draw"] for r in first + second}) == 4  # no rank repeats another's numpy random state
 
 
 def test_what_would_hang_or_split_wrongly_is_a_clear_error():

@@ -100,6 +100,58 @@ def test_the_dry_run_reports_a_failed_check_after_a_cut_and_goes_on_but_fails_on
     assert gpu_dry_run.soften("%timeit x = 1") == "%timeit x = 1"  # a magic is left alone
 
 
+def _cells(*sources, cuts=None):
+    """Run softened cells one after another as a dry-run kernel would, IPython's hooks called around each; what each
+    printed, and the error that stopped them, if any."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    namespace: dict = {}
+    exec(gpu_dry_run.PRELUDE, namespace)
+    printed = []
+    for source in sources:
+        softened = gpu_dry_run.soften(source)
+        namespace["_dry_run_cell"](SimpleNamespace(raw_cell=softened))
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                exec(softened, namespace)
+        except Exception as error:
+            return printed, error
+        finally:
+            printed.append(out.getvalue().strip())
+        namespace["_dry_run_taint"](SimpleNamespace(result=None, info=SimpleNamespace(raw_cell=softened)))
+    return printed, None
+
+
+def test_a_check_is_forgiven_only_where_it_may_see_what_a_generation_cut_short_left(monkeypatch):
+    """A generation cut taints its cell and what the cells after compute from it; a check of code elsewhere still
+    fails the run. A training cut forgives everything after it, as before."""
+    from course_utils import dry_run
+
+    monkeypatch.setattr(dry_run, "DRY_RUN_CUTS", [])
+    generated = "from course_utils import dry_run\ndry_run.cut_short('generate')\nout = [1, 2]"
+    printed, error = _cells(
+        generated,
+        "assert len(out) == 8, 'the sample is shorter'",
+        "longer = out + [3]\nother = 1",
+        "assert longer == [], 'computed from it'\nassert True, 1 / 0  # a message is evaluated only on failure",
+        "assert {}['word'] == 1, 'a lookup in a short translation'",  # raises KeyError: reported? no: untainted
+    )
+    assert printed[1].endswith(gpu_dry_run.GENERATED) and "the sample is shorter" in printed[1]
+    assert "computed from it" in printed[3] and "1 / 0" not in printed[3]
+    assert isinstance(error, KeyError)  # the last cell reads nothing generated: its check is one of code
+    _, error = _cells(generated, "other = 2\nassert other == 3, 'a check of code'")
+    assert isinstance(error, AssertionError) and "a check of code" in str(error)
+    monkeypatch.setattr(dry_run, "DRY_RUN_CUTS", ["train"])
+    printed, error = _cells("assert {}['word'] == 1", "assert 1 == 2, 'two\\nlines'", "y = 1")
+    assert error is None and printed[0] == f"{gpu_dry_run.REPORT} KeyError: 'word' (after: train)"
+    assert printed[1] == f"{gpu_dry_run.REPORT} two lines (after: train)"  # one line per report
+    _, error = _cells("import torch\nassert torch.zeros(2) @ torch.zeros(3) == 0")  # a shape: an error even now
+    assert isinstance(error, RuntimeError)
+
+
 TINY_TRAINING = """from course_utils import GPT, TrainConfig, random_windows, train
 config = TrainConfig(steps=50, batch_size=4, lr=1e-3, warmup_steps=1, schedule="cosine", label_smoothing=0.0)
 model = GPT(12, block_size=8, d_model=16, n_heads=2, n_layers=1)
@@ -170,13 +222,15 @@ LOSS_ESTIMATE = "from course_utils import estimate_loss\nestimate_loss(model, {'
     [
         ((GENERATION, LENGTH_CHECK), []),
         ((LOSS_ESTIMATE, "assert 1 + 1 == 3, 'a figure of the shipped weights'"), ["with the shipped weights"]),
+        ((GENERATION, "assert 1 + 1 == 3, 'a check of code'"), ["AssertionError: a check of code"]),
     ],
-    ids=["after-a-generation", "after-a-loss-estimate"],
+    ids=["after-a-generation", "after-a-loss-estimate", "code-after-a-generation"],
 )
 def test_with_training_skipped_only_a_check_after_a_generation_was_cut_may_fail(tmp_path, monkeypatch, cells, errors):
     """A chapter that trains only without SKIP_TRAINING runs on its shipped weights, whose every check must hold, but
-    those after the dry run cut a generation or a decoding short (a sample, a BLEU score); a loss estimate cut short
-    (3 batches of 2 rows) still measures the shipped weights."""
+    those that see what the dry run cut short of a generation or a decoding (a sample, a BLEU score); a loss estimate
+    cut short (3 batches of 2 rows) still measures the shipped weights, and a check of code in a cell that reads no
+    generated value still holds after one."""
     import nbformat
 
     path = _chapter(tmp_path, "y = 1")
@@ -188,7 +242,7 @@ def test_with_training_skipped_only_a_check_after_a_generation_was_cut_may_fail(
     assert gpu_dry_run.reads_skip_training(path)
     found, expected, _ = gpu_dry_run.run_student(path, 120)
     assert len(found) == len(errors) and all(e in line for e, line in zip(errors, found)), found
-    assert len(expected) == 1 - len(errors) and all("(after: generate)" in line for line in expected), expected
+    assert len(expected) == 1 - len(errors) and all(line.endswith(gpu_dry_run.GENERATED) for line in expected)
 
 
 # --- make gpu-check ------------------------------------------------------------------------------------------------

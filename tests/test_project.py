@@ -162,6 +162,12 @@ def test_ci_runs_the_dry_run_on_colabs_libraries():
     assert "altair==5.5.0" in colab and "transformers==4." in colab
 
 
+def test_make_test_runs_every_checkers_answers_across_the_graders_link_too():
+    """Without TESTS_REMOTE_ANSWERS=1 the [remote] runs of the checkers' tests (tests/conftest.py) silently vanish."""
+    runs = [line for line in make_recipe("test").splitlines() if "pytest" in line]
+    assert len(runs) == 1 and "TESTS_REMOTE_ANSWERS=1" in runs[0] and " tests notebooks " in runs[0], runs
+
+
 def test_the_quick_tier_leaves_out_what_trains_or_runs_notebooks():
     quick = [line for line in make_recipe("quick").splitlines() if "pytest" in line]
     assert len(quick) == 1 and '-m "not slow"' in quick[0] and "notebooks" not in quick[0]

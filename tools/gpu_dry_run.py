@@ -14,14 +14,15 @@ every chapter so, one kernel each, ``--jobs`` at a time:
   (``tests/test_editions.py`` checks), so the stubs leave no GPU path out;
 - its complete edition too where the chapter trains live only when training is not skipped (06-08), for that
   training's GPU path; 08 stops after its training, as from there on it uses the shipped translator either way.
-  Skipping training, the shipped weights must meet every check, but those after a generation or a decoding was cut
-  short (a BLEU score of eight-token translations).
+  Skipping training, the shipped weights must meet every check, but those that see what a generation or a decoding
+  cut short left (a BLEU score of eight-token translations).
 
 After 3 training steps nothing has been learned, so the notebooks' checks of trained figures fail. The script
 turns each ``assert`` into a check that reports and goes on (the cells after it still run, on what the cell
-computed), and counts those reports apart; but a check that fails before anything was cut short in its kernel
-(``course_utils.dry_run.DRY_RUN_CUTS``: a training run, a loss estimate, a generation) raises: it checks code (a
-shape, an equality with PyTorch), which must hold on Colab's libraries as on CI's. Every error fails the run: that is
+computed), and counts those reports apart, where it may see what was cut short: anywhere after a training run or a
+loss estimate was cut (``course_utils.dry_run.DRY_RUN_CUTS``), and in a cell in which a generation or a decoding was
+cut or that computes from one (``_TAINT``). Any other failed check raises: it checks code (a shape, an equality with
+PyTorch), which must hold on Colab's libraries as on CI's. Every error fails the run: that is
 what a GPU branch would raise. No ``assert`` outside an exercise cell reads a name that an exercise cell binds
 (``tests/test_editions.py``), so a softened check hides no stub's effect.
 
@@ -78,36 +79,91 @@ ENVIRONMENT = {"COURSE_GPU_DRY_RUN": "1", "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_
 REPORT = "dry-run check failed:"
 
 
-AFTER = "(after: "  # a report ends with what had been cut short before it: "(after: generate, train)"
-# Cuts of what a model writes: after one, even the shipped weights miss their checks (a BLEU, a sample's text).
-GENERATION_CUTS = ("generate", "decode")
+GENERATED = "(computed from a generation cut short)"  # how a report says why it is tolerated, else "(after: train)"
+# Exceptions a check may raise on what a cut left (a word looked up in an eight-token translation); any other one
+# (a device, a shape, a name) is an error wherever it comes.
+TOLERATED = (LookupError, ZeroDivisionError)
+
+# The cells' record of generation cuts: a cell in which a generation or a decoding was cut short, or that reads a name
+# such a cell bound, is "tainted", and so is every name it binds. A check fails quietly only where it may see what a
+# cut changed: anywhere after a training run or a loss estimate was cut (everything after trains on), or in a tainted
+# cell (a generation's text, a BLEU score). IPython runs _dry_run_cell before each cell and _dry_run_taint after it.
+_TAINT = """
+import ast as _dry_run_ast
+_DRY_RUN = {"tainted": set(), "cell": False, "generations": 0}
+
+
+def _dry_run_generations():
+    from course_utils.dry_run import DRY_RUN_CUTS
+    return sum(cut in ("generate", "decode") for cut in DRY_RUN_CUTS)
+
+
+def _dry_run_names(source):
+    try:
+        tree = _dry_run_ast.parse(source)
+    except SyntaxError:
+        return set(), set()
+    read, bound = set(), set()
+    for node in _dry_run_ast.walk(tree):
+        if isinstance(node, _dry_run_ast.Name):
+            (read if isinstance(node.ctx, _dry_run_ast.Load) else bound).add(node.id)
+        elif isinstance(node, (_dry_run_ast.Subscript, _dry_run_ast.Attribute)) and not isinstance(node.ctx, _dry_run_ast.Load):
+            while isinstance(node, (_dry_run_ast.Subscript, _dry_run_ast.Attribute)):
+                node = node.value
+            if isinstance(node, _dry_run_ast.Name):
+                bound.add(node.id)  # x[i] = ..., x.y = ...: x changed
+        elif isinstance(node, (_dry_run_ast.FunctionDef, _dry_run_ast.ClassDef)):
+            bound.add(node.name)
+    return read, bound
+
+
+def _dry_run_cell(info):
+    read, _ = _dry_run_names(info.raw_cell or "")
+    _DRY_RUN["cell"] = bool(read & _DRY_RUN["tainted"])
+    _DRY_RUN["generations"] = _dry_run_generations()
+
+
+def _dry_run_taint(result):
+    _, bound = _dry_run_names(result.info.raw_cell or "")
+    if _DRY_RUN["cell"] or _dry_run_generations() > _DRY_RUN["generations"]:
+        _DRY_RUN["tainted"] |= bound
+
+
+try:
+    get_ipython().events.register("pre_run_cell", _dry_run_cell)
+    get_ipython().events.register("post_run_cell", _dry_run_taint)
+except NameError:  # not in IPython: a generation cut anywhere taints what follows
+    pass
+"""
 
 
 def _check_function(report: str) -> str:
     """``_dry_run_check``, which a softened ``assert`` calls with its test and its message, each to evaluate (a
-    ``lambda``): a check that fails after the dry run cut something short (course_utils.dry_run.DRY_RUN_CUTS: a training
-    run, a loss estimate, a generation or a decoding) is ``report``ed, with what had been cut, and the cells after it
-    still run; so is a test that raises then (a word looked up in a eight-token translation). One that fails before
-    anything was cut short raises, as on a GPU: it checks code (a shape, an equality with PyTorch), not what training
-    learned."""
-    return (
-        "def _dry_run_check(test, message=lambda: ''):\n"
-        "    try:\n"
-        "        ok, raised = test(), None\n"
-        "    except Exception as error:\n"
-        "        ok, raised = False, error\n"
-        "    if ok:\n"
-        "        return\n"
+    ``lambda``). A check that fails where it may see what the dry run cut short is ``report``ed and the cells after
+    it still run: after a training run or a loss estimate was cut (course_utils.dry_run.DRY_RUN_CUTS), or in a cell
+    tainted by a generation or a decoding cut short (``_TAINT``); so is a test that raises a ``TOLERATED`` error
+    there. Every other failure raises, as it would on a GPU: it checks code (a shape, an equality with PyTorch)."""
+    return _TAINT + (
+        "\n\ndef _dry_run_check(test, message=lambda: ''):\n"
         "    from course_utils.dry_run import DRY_RUN_CUTS\n"
-        "    if not DRY_RUN_CUTS:\n"
+        "    try:\n"
+        "        if test():\n"
+        "            return\n"
+        "        raised = None\n"
+        f"    except {', '.join(t.__name__ for t in TOLERATED).join('()')} as error:\n"
+        "        raised = error\n"
+        "    trained = [cut for cut in DRY_RUN_CUTS if cut not in ('generate', 'decode')]\n"
+        "    generated = _DRY_RUN['cell'] or _dry_run_generations() > _DRY_RUN['generations']\n"
+        "    if not (trained or generated):\n"
         "        raise raised or AssertionError(message())\n"
         "    if raised is None:\n"
         "        try:\n"
         "            message = message()\n"
-        "        except Exception as error:\n"
+        f"        except {', '.join(t.__name__ for t in TOLERATED).join('()')} as error:\n"
         "            raised = error\n"
         "    message = f'{type(raised).__name__}: {raised}' if raised else message\n"
-        f"    message = f'{{message}} {AFTER}{{\", \".join(sorted(set(DRY_RUN_CUTS)))}})'\n"
+        f"    why = {GENERATED!r} if generated else f'(after: {{\", \".join(sorted(set(trained)))}})'\n"
+        "    message = ' '.join(f'{message} {why}'.split())  # one line, whatever the message\n"
         f"{report}\n"
     )
 
@@ -165,7 +221,7 @@ def execute(
 def run(
     path: Path, timeout: int, keep: Path | None = None, amp_dtype: str | None = None
 ) -> tuple[list[str], list[str], float]:
-    """Execute one complete edition in dry-run mode: (errors, failed checks of trained figures, seconds)."""
+    """Execute one complete edition in dry-run mode: (errors, checks failed where a cut forgives them, seconds)."""
     nb = nbformat.read(path, as_version=4)
     if path.stem in UP_TO_TRAINING:
         nb.cells = nb.cells[
@@ -186,10 +242,11 @@ def run(
 
 def run_student(path: Path, timeout: int, amp_dtype: str | None = None) -> tuple[list[str], list[str], float]:
     """The student edition of chapter ``path`` run by the instructors' grader as a class that skips training would
-    run it (``COURSE_SKIP_TRAINING=1``), in dry-run mode, every exercise not attempted: (errors, failed checks of
-    trained figures, seconds). An error is a cell that raised, a stop, or an exercise graded otherwise than "not
+    run it (``COURSE_SKIP_TRAINING=1``), in dry-run mode, every exercise not attempted: (errors, checks failed where
+    a cut forgives them, seconds). An error is a cell that raised, a stop, or an exercise graded otherwise than "not
     attempted": every cell but the stubs must run as in the complete edition. In a chapter that skips all its
-    training then (06-08: the shipped weights instead), a failed check is an error too."""
+    training then (06-08: the shipped weights instead), a failed check is an error too, but where it sees what a
+    generation or a decoding cut short left."""
     from course_utils.grade import exercises, run_notebook
 
     student = NOTEBOOKS / "student" / path.name
@@ -223,17 +280,12 @@ def run_student(path: Path, timeout: int, amp_dtype: str | None = None) -> tuple
     if [r.exercise for r in report.results] != exercises(path):
         errors.append(f"graded {[r.exercise for r in report.results]}, not the chapter's exercises")
     if reads_skip_training(path):  # every training skipped: the shipped weights must meet every check but those
-        # after a generation or a decoding was cut short (a BLEU of eight-token translations)
-        generated = [line for line in expected if any(cut in _cuts(line) for cut in GENERATION_CUTS)]
+        # that see what a generation or a decoding cut short left (a BLEU of eight-token translations)
+        generated = [line for line in expected if line.endswith(GENERATED)]
         errors += [f"with the shipped weights, {line}" for line in expected if line not in generated]
         expected = generated
     name = f"{path.stem} (student)"
     return [f"{name} {error}" for error in errors], [f"{name}: {line}" for line in expected], seconds
-
-
-def _cuts(line: str) -> list[str]:
-    """What had been cut short before the failed check that ``line`` reports."""
-    return line.rpartition(AFTER)[2].rstrip(")").split(", ") if AFTER in line else []
 
 
 def prelude(log: Path) -> str:

@@ -84,15 +84,16 @@ def _port_taken(port: int) -> bool:
 
 
 def _context() -> Any:
-    """How ``spawn`` starts its ranks: on Linux from a fork server that has imported PyTorch and this module once, so
-    that each rank starts in a fraction of a second instead of importing PyTorch again (about two seconds of a CPU
-    each); elsewhere as new interpreters ("spawn": forking a process that loaded macOS's system libraries is unsafe,
-    and Windows cannot fork). Either way a rank starts from a process with no threads, and gets the caller's
-    environment as it is at the call (``_rank``)."""
+    """How ``spawn`` starts its ranks: on Linux forked from a server process that has imported PyTorch once (Python's
+    "forkserver"), so that each rank starts in a fraction of a second instead of importing PyTorch again (about two
+    seconds of a CPU each); elsewhere as new interpreters ("spawn": forking a process that loaded macOS's system
+    libraries is unsafe, and Windows cannot fork). The server imports PyTorch alone: each rank imports ``fn``'s module
+    itself, from the caller's path, as a new interpreter would; it gets the caller's environment of the moment and
+    fresh random seeds (``_rank``)."""
     if not sys.platform.startswith("linux"):
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", __name__])  # read when the server starts: the first call's
+    context.set_forkserver_preload(["torch"])  # read when the server starts (the first call), if none runs yet
     return context
 
 
@@ -108,6 +109,8 @@ def _rank(
 ):
     os.environ.clear()  # the caller's now, not the fork server's when it started
     os.environ.update(environment)
+    if "numpy" in sys.modules:  # a forked rank would share the server's state with every other: fresh, as if started
+        sys.modules["numpy"].random.seed()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     try:
