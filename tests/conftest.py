@@ -2,10 +2,10 @@ import os
 import sys
 from pathlib import Path
 
-import helpers
 import pytest
-import torch
 
+# PyTorch and helpers are imported in the fixtures that use them: pytest-xdist's controlling process loads this file
+# too, and runs no test (a second of every make quick before its workers start).
 # jsonschema (under nbformat) builds a grammar for its optional IRI format checks on import, a second of every
 # process's start; nbformat validates notebooks without them. (Where nbval's plugin is loaded, it has imported
 # them before this file: make quick runs without it.)
@@ -15,6 +15,8 @@ sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 @pytest.fixture(autouse=True)
 def _seeded():
     """Every test starts from the same random state, whatever ran before it."""
+    import torch
+
     torch.manual_seed(0)
 
 
@@ -32,4 +34,7 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(autouse=True)
 def _answers_cross(request, monkeypatch):
     """Where a checker's test calls the answers: here, or across the grader's link in its [remote] run."""
-    monkeypatch.setattr(helpers, "ACROSS_THE_LINK", getattr(request, "param", "local") == "remote")
+    if getattr(request, "param", "local") == "remote":
+        import helpers
+
+        monkeypatch.setattr(helpers, "ACROSS_THE_LINK", True)
