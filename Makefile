@@ -123,9 +123,9 @@ test-colab: $(COLAB_VENV)/.installed
 # On Colab's libraries (so that the notebooks' cells run on both sets of versions: make test's nbval on CI's), every
 # student edition runs through the grader, as a class that skips training would run it; the complete editions of
 # the chapters that train live only without SKIP_TRAINING (06-08) run too, training. And, last in the same pool of
-# kernels, as on a GPU without bfloat16 (Colab's T4), float16 with a gradient scaler: chapter 06 (the encoder-decoder, masks and
-# cross-attention, as 08 trains it) and chapter 10 (the GPT, as 07 trains it, and Llama); 07 and 08 at their GPU
-# sizes would add minutes of float16 emulated by the CPU for the same code.
+# kernels, as on a GPU without bfloat16 (Colab's T4), float16 with a gradient scaler: chapter 06 (the
+# encoder-decoder, masks and cross-attention, as 08 trains it) and chapter 10 (the GPT, as 07 trains it, and Llama);
+# 07 and 08 at their GPU sizes would add minutes of float16 emulated by the CPU for the same code.
 gpu-dry-run: $(COLAB_VENV)/.installed
 	PYTHONHASHSEED=0 $(COLAB_VENV)/bin/python tools/gpu_dry_run.py --jobs $(JOBS) --float16-too 06 10
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from .settings import GPU_DRY_RUN
 
-__all__ = ["DRY_RUN_CUTS", "DRY_RUN_ROWS", "DRY_RUN_STEPS", "DRY_RUN_TOKENS", "at_most", "cut_short"]
+__all__ = ["DRY_RUN_CUTS", "DRY_RUN_ROWS", "DRY_RUN_STEPS", "DRY_RUN_TOKENS", "GENERATION_CUTS", "at_most", "cut_short"]
 
 DRY_RUN_STEPS = 3  # a dry run trains this many steps: enough to pass every code path, too few to learn
 # and on this many rows of each batch: the model keeps its real size, but a CPU emulating bfloat16 takes minutes for
 # one step of a GPU recipe's full batch (64 windows of 256 characters in chapter 07)
 DRY_RUN_ROWS = 2
-DRY_RUN_TOKENS = (
-    8  # new tokens a generation or a decoding writes: words enough for BLEU's 4-grams, whose log a cell takes
-)
+# new tokens a generation or a decoding writes: words enough for BLEU's 4-grams, whose log a cell takes
+DRY_RUN_TOKENS = 8
 DRY_RUN_CUTS: list[str] = []  # what this process has cut short so far: "train", "estimate_loss", "generate", "decode"
+GENERATION_CUTS = ("generate", "decode")  # the cuts of what a model writes (the others: of training and measuring)
 
 
 def cut_short(what: str) -> None:

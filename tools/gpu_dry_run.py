@@ -94,8 +94,8 @@ _DRY_RUN = {"tainted": set(), "cell": False, "generations": 0}
 
 
 def _dry_run_generations():
-    from course_utils.dry_run import DRY_RUN_CUTS
-    return sum(cut in ("generate", "decode") for cut in DRY_RUN_CUTS)
+    from course_utils.dry_run import DRY_RUN_CUTS, GENERATION_CUTS
+    return sum(cut in GENERATION_CUTS for cut in DRY_RUN_CUTS)
 
 
 def _dry_run_names(source):
@@ -145,14 +145,14 @@ def _check_function(report: str) -> str:
     there. Every other failure raises, as it would on a GPU: it checks code (a shape, an equality with PyTorch)."""
     return _TAINT + (
         "\n\ndef _dry_run_check(test, message=lambda: ''):\n"
-        "    from course_utils.dry_run import DRY_RUN_CUTS\n"
+        "    from course_utils.dry_run import DRY_RUN_CUTS, GENERATION_CUTS\n"
         "    try:\n"
         "        if test():\n"
         "            return\n"
         "        raised = None\n"
         f"    except {', '.join(t.__name__ for t in TOLERATED).join('()')} as error:\n"
         "        raised = error\n"
-        "    trained = [cut for cut in DRY_RUN_CUTS if cut not in ('generate', 'decode')]\n"
+        "    trained = [cut for cut in DRY_RUN_CUTS if cut not in GENERATION_CUTS]\n"
         "    generated = _DRY_RUN['cell'] or _dry_run_generations() > _DRY_RUN['generations']\n"
         "    if not (trained or generated):\n"
         "        raise raised or AssertionError(message())\n"
@@ -346,8 +346,8 @@ def main() -> int:
         help="these chapters' complete editions once more in float16 (a T4's path), in the same pool of kernels",
     )  # fmt: skip
     args = parser.parse_args()
-    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    paths = [p for p in paths if not args.only or any(p.stem.startswith(o) for o in args.only)]
+    chapters = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = [p for p in chapters if not args.only or any(p.stem.startswith(o) for o in args.only)]
     if args.keep:
         failures = 0
         for path in paths:
@@ -363,8 +363,7 @@ def main() -> int:
         tasks += [("complete", p.name, args.amp_dtype)] if args.complete or reads_skip_training(p) else []
         tasks += [] if args.complete else [("student", p.name, args.amp_dtype)]
     tasks += [] if args.no_benchmarks else [("command", " ".join(command), None) for command in BENCHMARKS]
-    also = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    tasks += [("complete", p.name, "float16") for p in also if any(p.stem.startswith(o) for o in args.float16_too)]
+    tasks += [("complete", p.name, "float16") for p in chapters if any(p.stem.startswith(o) for o in args.float16_too)]
     if args.jobs > 1:
         os.environ["OMP_NUM_THREADS"] = "1"  # one thread a kernel: the kernels share the cores
     failures = 0
