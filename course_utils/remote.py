@@ -23,8 +23,10 @@ import io
 import itertools
 import os
 import secrets
+import shutil
 import stat
 import tempfile
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -604,10 +606,12 @@ def _replace(value: Any, tensors: list[Tensor]) -> Any:
 
 def loopback(namespace: dict[str, Any], folder: str | Path | None = None) -> Link:
     """A link to a ``KernelSide`` in this process that runs code in ``namespace`` (the tests' kernel): every value
-    still crosses as a file, so a checker run through it sees what it would see across two processes."""
+    still crosses as a file, so a checker run through it sees what it would see across two processes. Without
+    ``folder``, the files go to a temporary folder of the link's own, deleted with the link."""
     side = KernelSide()
     namespace["__course_grader__"] = side
-    folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="loopback-"))
+    made = folder is None
+    folder = Path(tempfile.mkdtemp(prefix="loopback-")) if folder is None else Path(folder)
 
     def run(code: str) -> None:
         try:
@@ -615,4 +619,7 @@ def loopback(namespace: dict[str, Any], folder: str | Path | None = None) -> Lin
         except Exception as e:  # as the grader hears of an error in the kernel: its name and message
             raise RuntimeError(f"{type(e).__name__}: {e}") from None
 
-    return Link(run, folder)
+    link = Link(run, folder)
+    if made:  # when the link and the functions held through it are gone
+        weakref.finalize(link, shutil.rmtree, folder, ignore_errors=True)
+    return link

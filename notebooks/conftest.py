@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -29,13 +30,22 @@ CHAPTER = re.compile(r"\[(\d\d)_")  # a test parametrized by chapter: test_...[0
 RUN_TIMES = Path(__file__).resolve().parent.parent / "docs" / "lessons" / "run_times.json"
 # PyTorch's CPU kernels on an x86 processor (ATEN_CPU_CAPABILITY), the fastest first; each rounds otherwise.
 LADDER = ("AVX512", "AVX2", "DEFAULT")
+_made: dict[pytest.Config, str] = {}  # the checkpoint folder each run made
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every run of the notebooks trains afresh: the checkpoints of chapters 07 and 08 go to a new temporary folder,
     not to checkpoints/, from which a run would resume a previous one's weights (trained, maybe, by other code)."""
-    if not os.environ.get("COURSE_CHECKPOINTS"):
-        os.environ["COURSE_CHECKPOINTS"] = tempfile.mkdtemp(prefix="course-checkpoints-")
+    if not os.environ.get("COURSE_CHECKPOINTS"):  # pytest-xdist's workers inherit the folder of the process that
+        os.environ["COURSE_CHECKPOINTS"] = _made[config] = tempfile.mkdtemp(prefix="course-checkpoints-")  # made it
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The folder goes when the run that made it ends (some 20 MB of weights)."""
+    if (folder := _made.pop(config, None)) is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get("COURSE_CHECKPOINTS") == folder:
+            del os.environ["COURSE_CHECKPOINTS"]
 
 
 @functools.cache

@@ -4,6 +4,7 @@ Every checker's own tests also run across it (their [remote] runs, ``TESTS_REMOT
 those do not show: data only comes back, never an object that runs code, and a result file that is not a plain file
 of data is refused."""
 
+import gc
 import os
 import pickle
 
@@ -27,6 +28,16 @@ def test_results_cross_as_data_with_their_types(tmp_path):
     assert torch.equal(got[0], torch.full((2,), 2.0)) and got[1] == [3, "s", None]
     assert type(got[2]["k"]) is np.float64 and isinstance(got[3], np.ndarray)
     assert got[4].initial_seed() == 3 and type(got[5]).__name__ == "object"  # an object: its type's name only
+
+
+def test_a_loopback_given_no_folder_deletes_the_one_it_made_once_its_functions_are_gone():
+    held = loopback({"answer": lambda x: x + 1}).hold("answer")
+    assert held(1) == 2
+    folder = held._link._folder  # pyright: ignore[reportAttributeAccessIssue]
+    assert folder.is_dir() and any(folder.iterdir())
+    del held
+    gc.collect()
+    assert not folder.exists()
 
 
 def test_an_answers_error_is_raised_again_by_name_with_its_message(tmp_path):
