@@ -223,7 +223,8 @@ def test_chapter_07s_gpt_trains_under_torchrun_on_two_processes_and_resumes_from
     command = [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node=2", "-m",
                "course_utils.training.train_gpt", "--recipe", "cpu", "--steps", "6", "--batch-size", "2",
                "--checkpoint", str(tmp_path / "gpt.ckpt"), "--checkpoint-every", "3", "--out", str(tmp_path / "gpt.pt")]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "COURSE_PROGRESS": "text"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "COURSE_PROGRESS": "text",
+           "TMPDIR": str(tmp_path)}  # torchrun's folder of logs (torchelastic_*) goes with the test's  # fmt: skip
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "2 ranks on cpu (gloo): 2 rows each, 4 a step" in first.stdout
