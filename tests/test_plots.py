@@ -208,6 +208,14 @@ def test_log_axes_label_plain_numbers_inside_the_range():
     assert any("floor = 0.600" in t.get_text() for t in legend.get_texts())
 
 
+def test_an_evaluation_curves_legend_names_each_metric_in_words():
+    history = History(steps=[1, 2, 3], loss=[3.0, 2.5, 2.0], evals=[(2, {"val_loss": 2.6, "bleu_4": 0.1})])
+    fig = evaluation_curve(history)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["training batches", "validation set", "bleu 4"]
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("labels", [None, ["a short name", "another"]])
 def test_a_curves_legend_lies_under_the_plot_where_no_curve_can_run(labels):
     """Inside the axes, matplotlib's "best" corner still covered chapter 02's steep drop: the legend goes below."""

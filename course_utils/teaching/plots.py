@@ -573,6 +573,11 @@ def loss_curve(
     return fig
 
 
+# What the legend calls the metrics the course's evaluations return: estimate_loss's splits ("train", "val", in eval
+# mode, without dropout) and train_translator's "val_loss".
+_METRIC_LABELS = {"train": "training set (eval mode)", "val": "validation set", "val_loss": "validation set"}
+
+
 def evaluation_curve(
     history: History, *, title: str = "Loss during training", ylabel: str = "loss",
     levels: Mapping[str, float] | None = None,
@@ -584,7 +589,8 @@ def evaluation_curve(
         ax.plot(history.steps, history.loss, color="0.6", lw=0.8, label="training batches")
     steps = [step for step, _ in history.evals]
     for name in history.evals[0][1] if history.evals else []:
-        ax.plot(steps, [metrics[name] for _, metrics in history.evals], "o-", label=name)
+        label = _METRIC_LABELS.get(name, name.replace("_", " "))
+        ax.plot(steps, [metrics[name] for _, metrics in history.evals], "o-", label=label)
     _draw_levels(ax, levels)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
