@@ -186,8 +186,8 @@ print(gpt2_tokenizer.pieces("I'll pay 1234 dollars!!  Really?\nYes."))
 # GPT-2's `vocab.bpe` lists its merges in the order they were learned: the line number is the merge's **rank**.
 # To encode a piece, start from its characters and repeat one step: of the adjacent pairs that are merges, take the
 # one of **lowest rank** (learned first), merge it wherever it occurs, left to right; stop when no adjacent pair is a
-# merge. That is not chapter 08's order, which applied every merge in turn to the whole word; GPT-2's files are meant
-# to be read by rank, and the rank loop only looks at pairs present in the piece.
+# merge. It is chapter 08's rule (`BPETokenizer.segment`, and that chapter's first exercise): what changes here is
+# what it runs on, the byte symbols of one regex piece at a time, with GPT-2's 50,000 ranks.
 
 # %%
 ranks = gpt2_tokenizer.ranks  # {(a, b): rank}
@@ -319,7 +319,7 @@ assert "".join(gpt2_tokenizer.decode_stream(ids)) == " a 🤖 robot" == tiktoken
 # %% tags=["nbval-ignore-output"]
 lines = shakespeare.splitlines()[:4000]
 start = time.perf_counter()
-readable = learn_bpe(lines, 500)
+readable = learn_bpe(lines, 500)  # 500: the vocabulary's size (specials, characters, merges), not the merges
 readable_seconds = time.perf_counter() - start
 start = time.perf_counter()
 incremental = learn_bpe_incremental(lines, 500)
@@ -338,7 +338,8 @@ assert readable.merges == incremental.merges and readable_seconds > 5 * incremen
 # special tokens, `<|user|>`, `<|assistant|>` and `<|end|>`, which never occur in pretraining: their rows of the
 # embedding (tied to the output layer) were only ever pushed down, as tokens that never come next, and tuning is what
 # gives them a meaning. `tools/build_checkpoints.py byte_gpt` rebuilds the weights
-# from the recipe printed below (`BYTE_GPT`).
+# from its recipe (`BYTE_GPT` in `course_utils`); the next cell prints the model's sizes and what was measured when it
+# was built.
 
 # %% tags=["nbval-ignore-output"]
 pretrained = load_pretrained("byte_gpt")
@@ -481,7 +482,8 @@ assert torch.allclose(after, before, atol=1e-5) and torch.allclose(layer.base.we
 #
 # The next cell trains the same batch for a few steps both ways, with AdamW, and measures the trainable parameters, the
 # optimizer's state (AdamW keeps two numbers per trainable parameter) and the time of the fastest step. Then it counts
-# the same adapters on a model of GPT-2's size (built on PyTorch's `meta` device, which holds shapes and no numbers).
+# the first adapters of this section (rank 8 on the query and value projections only) on a model of GPT-2's size
+# (built on PyTorch's `meta` device, which holds shapes and no numbers).
 
 # %% tags=["nbval-ignore-output"]
 TARGETS = ["w_q", "w_k", "w_v", "w_o", "w_1", "w_2"]  # every linear layer of every block
@@ -818,18 +820,20 @@ for p, (before_ids, _, _), (after_ids, _, _) in list(zip(checked, answers["pretr
           f"(right: {p.response!r})")  # fmt: skip
 
 # %% [markdown]
-# What these cells say, in this run (the next cell asserts each point):
+# What these cells say, in this run (the next cell asserts each point, but what is said to be this run's alone):
 #
 # - **300 steps teach the format.** The pretrained model gets nothing right and never writes `<|end|>`; it goes on
 #   writing captions or Shakespeare. Every tuned run cut the loss on the responses to less than half, and the tuned
 #   model answers short and stops.
-# - **They teach the tasks hardly at all.** Exact match stayed at or below what always giving each task's most
-#   frequent answer would score (the per-task table): the tuned model learned the *kind* of answer each task wants (a
-#   number of three to five, a word or words from the prompt), not yet to count, sort or reverse, nor even to give the
-#   likeliest answer every time. Whether more steps would teach them is the first question of "Going further";
-#   section 6 tunes GPT-2 itself, on Colab.
+# - **They teach the tasks hardly at all.** Task by task, exact match stayed at or near what always giving each task's
+#   most frequent answer would score (the per-task table, the first seed of each method): the tuned model learned the
+#   *kind* of answer each task wants (a number for a count, a word or two for the word tasks, though not always words
+#   of the prompt), not yet to count, sort or reverse, nor even to give the likeliest answer every time. Whether more
+#   steps would teach them is the first question of "Going further"; section 6 tunes GPT-2 itself, on Colab.
 # - **LoRA learned less than full fine-tuning** at these settings, by the loss on the responses, higher at every seed
-#   (their exact matches are too close to tell apart), while it trained a small part of the weights (section 3).
+#   (on new inputs their exact matches are too close to tell apart; on the held-out phrasing full fine-tuning scored
+#   higher at every seed, in this run by a few answers of 200), while it trained a small part of the weights
+#   (section 3).
 # - **Tuning costs the model elsewhere.** Its loss on Tiny Shakespeare rose by more than half a nat per token after
 #   both methods, and in this run by more after LoRA than after full fine-tuning (the means printed). LoRA's frozen
 #   weights do not keep the *function* frozen, since the adapters change every adapted layer's output on every text.
@@ -843,6 +847,8 @@ assert before["new inputs"]["exact"] == 0 and before["new phrasing"]["exact"] ==
 assert sum(s for _, s, _ in answers["pretrained"]) == 0 and sum(s for _, s, _ in answers["full, seed 0"]) >= 45
 assert all(r["scores"]["new inputs"]["loss"] < before["new inputs"]["loss"] / 2 for r in runs)
 assert max(response_loss["full"]) < min(response_loss["LoRA"])
+for run in (r for r in runs if r["seed"] == 0):  # per task, near the most frequent answer: within 2 answers of 40
+    assert all(run["scores"]["new inputs"]["by task"][t] <= baseline[t] + 0.05 for t in baseline)
 assert all(r["val"] > base_val_loss + 0.5 for r in runs)
 forgotten = {m: statistics.mean(r["val"] for r in runs if r["method"] == m) for m in METHODS}
 assert forgotten["LoRA"] > forgotten["full"]
@@ -1049,7 +1055,8 @@ check_multi_turn_mask(my_multi_turn_mask)
 # **Exercise 2 · Decoding a stream of bytes.** Section 1 showed `decode_stream` wait for the rest of the robot emoji
 # before showing it. Write that rule yourself: `my_stream_decode(chunks)` takes a list of `bytes` (what each generated
 # token decodes to, say) and returns one `str` per chunk, the text that chunk completes (`""` when it completes no
-# character). Joined, the strings are the whole text, with no `�`, and each character appears as soon as its last byte
+# character: unlike `decode_stream`, which skips those, the list has as many strings as `chunks`). Joined, the strings
+# are the whole text, with no `�`, and each character appears as soon as its last byte
 # has arrived. Hint: `bytes.decode("utf-8")` raises `UnicodeDecodeError` on bytes that end inside a character; a
 # character is 1 to 4 bytes, so try decoding all you hold, then all but the last byte, and so on, and keep what did
 # not decode for the next chunk.
@@ -1081,5 +1088,5 @@ check_stream_decode(my_stream_decode)
 # with some Tiny Shakespeare windows mixed into every batch: does the Shakespeare loss still rise, and what does it cost
 # in exact match? Try LoRA with `r=2` and `r=64`, `lora_alpha` kept at 32 (so $\alpha / r$ changes with $r$, as section
 # 3 says): how much does the rank matter here? Add a task to the instructions (the first word, say) and hold it out
-# entirely: does the tuned model do it from the instruction alone? On Colab, tune GPT-2 with `targets=["w_q", "w_v"]`
-# and compare the adapter's size with section 3's count.
+# entirely: does the tuned model do it from the instruction alone? On Colab, change `tune_on_alpaca`'s `add_lora` to
+# `["w_q", "w_v"]` and compare the adapter's size with section 3's count.
