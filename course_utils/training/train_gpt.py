@@ -2,8 +2,8 @@
 
     torchrun --standalone --nproc-per-node=2 -m course_utils.training.train_gpt --recipe cpu --checkpoint gpt.ckpt
     torchrun --standalone --nproc-per-node=8 -m course_utils.training.train_gpt --recipe gpt2-small  # 8 GPUs, 1 node
-    torchrun --nnodes=2 --node-rank=0 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \\
-        -m course_utils.training.train_gpt --recipe gpt2-small                                       # and node-rank 1
+    torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \\
+        -m course_utils.training.train_gpt --recipe gpt2-small                     # the same on both machines
 
 ``torchrun`` starts one process per GPU (or, on a CPU, per ``--nproc-per-node``) and gives each its rank in the
 environment; this script joins them in one process group (NCCL on GPUs, gloo on the CPU), wraps the model in DDP

@@ -230,8 +230,8 @@ check_average_gradients(my_average_gradients)
 # %% [markdown]
 # The script trains two copies side by side on each rank, for 5 steps of AdamW: one with `average_gradients` called
 # after `backward`, one wrapped in DDP. Each rank reads the same stream of global batches of $2 \times 8$ rows and keeps
-# its 8 with `shard` (rank $r$ takes rows $8r$ to $8r + 7$); a `DistributedSampler` does the same for a `DataLoader`
-# (exercise 1 at the end). A **communication hook** counts the bytes DDP all-reduces; the end of the script, on gradient
+# its 8 with `shard` (rank $r$ takes rows $8r$ to $8r + 7$); a `DistributedSampler` also gives each rank rows of its
+# own for a `DataLoader`, dealt out like cards (exercise 1 at the end). A **communication hook** counts the bytes DDP all-reduces; the end of the script, on gradient
 # accumulation, is the subject of section 3.
 
 # %% tags=["nbval-ignore-output"]
@@ -376,8 +376,8 @@ assert ran["calls"]["with no_sync"] * 4 == ran["calls"]["without no_sync"]
 #
 # - each rank keeps $1/N$ of every parameter (a `DTensor`, a tensor that knows it is a shard);
 # - before a layer's forward (and again in backward) the ranks **all-gather** its full weights, and free them after;
-# - after backward, the gradients are **reduce-scattered**: each rank receives the sum of its own shard only, divided
-#   by $N$, and its optimizer updates only its shard.
+# - in backward, as soon as a layer's gradients are computed, they are **reduce-scattered**: each rank receives the
+#   sum of its own shard only, divided by $N$, and its optimizer updates only its shard.
 #
 # All-gather plus reduce-scatter is one all-reduce, split in two (section 1): FSDP moves about as many bytes as DDP,
 # plus one more all-gather of the weights for the backward pass. It saves memory, not communication. The script wraps
@@ -939,19 +939,19 @@ assert sent / nvlink < compute * 2 / 3 < sent_2_nodes / infiniband  # hidden beh
 # torchrun --standalone --nproc-per-node=8 -m course_utils.training.train_gpt --recipe gpt2-small --checkpoint gpt.ckpt
 # ```
 #
-# Two machines with 8 GPUs each: the same command on each, with its `--node-rank`, and the address of a
-# **rendezvous** endpoint that both can reach (a port on the first machine):
+# Two machines with 8 GPUs each: the same command on both, with the address of a **rendezvous** endpoint that both can
+# reach (a port on the first machine); the rendezvous numbers the machines:
 #
 # ```
-# torchrun --nnodes=2 --node-rank=0 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \
-#     -m course_utils.training.train_gpt --recipe gpt2-small --checkpoint /shared/gpt.ckpt   # and --node-rank=1
+# torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \
+#     -m course_utils.training.train_gpt --recipe gpt2-small --checkpoint /shared/gpt.ckpt   # on both machines
 # ```
 #
 # `course_utils.training.train_gpt` is chapter 07's GPT trained with the pieces of this chapter: `torchrun`'s ranks,
 # NCCL on GPUs or gloo on a CPU (`backend_for`), DDP, each rank reading its own random windows (its seed plus its
 # rank), `train` with checkpoints written by rank 0, and, at the end, a check that every rank holds the same weights.
-# Here it runs for 6 steps on 2 CPU processes (`CUDA_VISIBLE_DEVICES=` hides any GPU: on GPUs, `torchrun` starts
-# one process per GPU, never more), with a checkpoint every 3 steps.
+# Here it runs for 6 steps on 2 CPU processes (`CUDA_VISIBLE_DEVICES=` hides any GPU: on GPUs, the script refuses a
+# process with no GPU of its own), with a checkpoint every 3 steps.
 
 # %% tags=["nbval-ignore-output"]
 Path("dp_gpt.ckpt").unlink(missing_ok=True)
@@ -1001,8 +1001,8 @@ assert load_checkpoint("dp_gpt.ckpt")["step"] == 6
 # list of indices rank `rank` reads in epoch `epoch`, exactly as
 # `DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)` after
 # `set_epoch(epoch)`: shuffle all $n$ indices with `torch.randperm(n, generator=g)`, where `g` is a `torch.Generator`
-# seeded with `seed + epoch` (the same order on every rank, a new one each epoch); pad the list, by repeating its
-# first indices, to a multiple of `world_size` (so every rank gets as many, and none waits alone: bug 6); then deal the
+# seeded with `seed + epoch` (the same order on every rank, a new one each epoch); pad the list to a multiple of
+# `world_size` by repeating it from its start (round and round if it is shorter than the padding) (so every rank gets as many, and none waits alone: bug 6); then deal the
 # indices out like cards, rank $r$ taking positions $r$, $r + N$, $r + 2N$, …
 
 
