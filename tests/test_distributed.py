@@ -17,7 +17,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from course_utils.training.checkpoint import load_checkpoint
-from course_utils.training.distributed import average_gradients, backend_for, shard, spawn
+from course_utils.training.distributed import average_gradients, backend_for, same_on_every_rank, shard, spawn
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,6 +204,28 @@ def test_each_spawn_starts_new_ranks_with_the_callers_environment_of_the_moment(
     assert all(r["threads"] == 1 for r in first + second)
     assert len({r["pid"] for r in first + second} | {os.getpid()}) == 5  # new processes each time
     assert len({r["draw"] for r in first + second}) == 4  # no rank repeats another's numpy random state
+
+
+def _compared(rank: int, world: int) -> list[bool]:
+    """``same_on_every_rank`` on equal weights; then with rank 1's last weight one bit off (a checksum of the sum would
+    miss the swap that follows); then with two of its weights swapped."""
+    net = model()
+    verdicts = [same_on_every_rank(net)]
+    last = net[2].bias
+    with torch.no_grad():
+        if rank == 1:
+            last.copy_(torch.nextafter(last, torch.full_like(last, float("inf"))))  # each element, one step up
+    verdicts.append(same_on_every_rank(net))
+    net = model()
+    with torch.no_grad():
+        if rank == 1:
+            net[0].bias[[0, 1]] = net[0].bias[[1, 0]].clone()  # the same numbers, so the same sum, in other places
+    verdicts.append(same_on_every_rank(net))
+    return verdicts
+
+
+def test_weights_equal_on_every_rank_are_told_from_weights_one_bit_off_or_swapped():
+    assert spawn(_compared, 2, timeout=60) == [[True, False, False], [True, False, False]]  # both ranks told the same
 
 
 def test_what_would_hang_or_split_wrongly_is_a_clear_error():

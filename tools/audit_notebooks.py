@@ -105,7 +105,7 @@ TAUGHT_IN = {
         "from_hf", "from_hf_state", "GPT2_NAMES", "GPT2_PACKED", "LLAMA_NAMES", "CausalLM", "Llama", "LlamaConfig", "RMSNorm", "SwiGLU", "apply_rotary", "expand_kv",
         "GroupedQueryAttention", "peak_memory",
     ],
-    "11": ["average_gradients", "shard", "spawn", "backend_for", "load_checkpoint", "CheckpointMismatch"],
+    "11": ["average_gradients", "shard", "spawn", "backend_for", "same_on_every_rank", "load_checkpoint", "CheckpointMismatch"],
     "12": [
         "ByteBPE", "bytes_to_unicode", "GPT2_PATTERN", "gpt2_files", "load_gpt2_tokenizer", "learn_bpe_incremental",
         "learn_merges", "train_byte_bpe", "BYTE_GPT", "pretraining_texts", "LoRALinear", "add_lora", "merge_lora",

@@ -191,8 +191,10 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
         "estimate-sent": one(r"^all-reduced per GPU and step: (\d+ MB), in about \d+ buckets"),
         "estimate-buckets": one(r"^all-reduced per GPU and step: .*, in about (\d+) buckets"),
         "estimate-compute": one(r"^compute per step: .* = ([\d.]+ ms) at"),
-        "estimate-nvlink": one(r"^communication at the link's peak: ([\d.]+ ms) over NVLink"),
-        "estimate-infiniband": one(r"^communication at the link's peak: .*, ([\d.]+ ms) over InfiniBand"),
+        "estimate-backward": one(r"^compute per step: .*, ([\d.]+ ms) of it the backward pass"),
+        "estimate-nvlink": one(r"^one node: ([\d.]+ ms) over NVLink"),
+        "estimate-infiniband": one(r"^two nodes, a 400 Gb/s InfiniBand port per GPU: ([\d.]+ ms),"),
+        "estimate-ethernet": one(r"^two nodes, one 100 Gb/s Ethernet port per node: ([\d.]+ ms),"),
     },
 }
 

@@ -5,7 +5,7 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
 - ``checkpoint``: what ``train(checkpoint=...)`` saves and resumes from (``save_checkpoint``, ``load_checkpoint``,
   ``CheckpointMismatch``): training that survives a disconnect
 - ``distributed``: data-parallel pieces on ``torch.distributed`` (``average_gradients``, ``shard``,
-  ``backend_for``, ``spawn``: local gloo processes under a timeout), proven equal to DDP and FSDP2
+  ``backend_for``, ``same_on_every_rank``, ``spawn``: local gloo processes under a timeout), proven equal to DDP and FSDP2
 - ``train_gpt``: chapter 07's GPT trained data-parallel under ``torchrun`` (``torchrun --standalone
   --nproc-per-node=2 -m course_utils.training.train_gpt``), with DDP, ``train`` and its checkpoints
 - ``recipes``: every training run of the course, once (``DATE_TRANSFORMER``, ``SHAKESPEARE_GPT_CPU``...)
@@ -20,7 +20,7 @@ and batches, decoding (greedy and beam search) and the metrics. Imports ``model`
 
 from .checkpoint import CheckpointMismatch, checkpoint_path, load_checkpoint, save_checkpoint
 from .decoding import beam_search, greedy_decode, length_penalty, translate
-from .distributed import average_gradients, backend_for, shard, spawn
+from .distributed import average_gradients, backend_for, same_on_every_rank, shard, spawn
 from .instruct import IGNORE, ChatTemplate, encode_example, mask_prompt, pad_examples
 from .loop import History, TrainConfig, lr_factor, make_optimizer, noam_lr, train, train_step
 from .metrics import BleuDifference, bleu, bleu_difference, estimate_loss, exact_match
@@ -76,6 +76,7 @@ __all__ = [
     "noam_lr",
     "pad_batch",
     "pad_examples",
+    "same_on_every_rank",
     "save_checkpoint",
     "seq2seq_loss",
     "shard",

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-__all__ = ["average_gradients", "backend_for", "shard", "spawn"]
+__all__ = ["average_gradients", "backend_for", "same_on_every_rank", "shard", "spawn"]
 
 
 def average_gradients(model: nn.Module, group: Any = None) -> None:
@@ -39,6 +39,23 @@ def average_gradients(model: nn.Module, group: Any = None) -> None:
         if p.grad is not None:
             dist.all_reduce(p.grad, op=dist.ReduceOp.SUM, group=group)
             p.grad.div_(world)
+
+
+def same_on_every_rank(model: nn.Module) -> bool:
+    """Whether every rank holds rank 0's parameters bit for bit. Rank 0 broadcasts each parameter in turn, every rank
+    compares it with its own (``torch.equal``), and an all-reduce of the mismatches gives every rank the same answer.
+    A checksum (a sum of the weights) could match for weights that differ; this cannot. Each rank holds one extra
+    parameter at a time. Every rank must call it, as for any collective."""
+    mismatches = 0
+    device = torch.device("cpu")
+    for p in model.parameters():
+        device = p.device
+        rank_0s = p.detach().clone()
+        dist.broadcast(rank_0s, src=0)  # rank 0's copy of this parameter, on every rank
+        mismatches += not torch.equal(rank_0s, p.detach())
+    total = torch.tensor([mismatches], device=device)  # on the parameters' device: NCCL sends only CUDA tensors
+    dist.all_reduce(total)  # the mismatches of every rank, summed
+    return int(total.item()) == 0
 
 
 def shard(batch: Tensor, rank: int, world_size: int) -> Tensor:

@@ -10,7 +10,7 @@ environment; this script joins them in one process group (NCCL on GPUs, gloo on 
 and trains it with ``course_utils.train``. Each rank reads its own stream of random windows (its seed is the seed plus
 its rank: ranks reading the same batches would add nothing), so a step sees ``world_size`` times the batch of one
 process. Only rank 0 prints, evaluates and writes the checkpoint; every rank resumes from it. At the end the ranks
-compare their weights (one all-gathered checksum each) and rank 0 writes them to ``--out``.
+compare their weights bit for bit (``same_on_every_rank``) and rank 0 writes them to ``--out``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ..data.text import load_tiny_shakespeare, random_windows, split_ids
 from ..data.tokenizers import CharTokenizer
 from ..model import GPT, GPTConfig
-from .distributed import backend_for
+from .distributed import backend_for, same_on_every_rank
 from .loop import train
 from .metrics import estimate_loss
 from .recipes import SHAKESPEARE_GPT_CPU, SHAKESPEARE_GPT_GPU, Recipe
@@ -88,19 +88,14 @@ def main(argv: list[str] | None = None) -> int:
             eval_fn=evaluate if rank == 0 else None, eval_every=recipe.eval_every, desc=f"GPT on {world} ranks",
             checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
         )  # fmt: skip
-        checksum = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum().reshape(1)
-        gathered = [torch.zeros_like(checksum) for _ in range(world)]
-        dist.all_gather(gathered, checksum)
+        same = same_on_every_rank(model)  # rank 0's weights broadcast, compared bit for bit on every rank
         if rank == 0:
-            same = all(torch.equal(g, checksum) for g in gathered)
             print(f"weights identical on {world} ranks: {same}", flush=True)
             if history.evals:
                 print(f"validation loss: {history.evals[-1][1]['val']:.3f} after {history.steps[-1]} steps")
             if args.out:
                 torch.save(model.state_dict(), args.out)
-            if not same:
-                return 1
-        return 0
+        return 0 if same else 1
     finally:
         dist.destroy_process_group()
 

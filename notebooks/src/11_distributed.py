@@ -10,8 +10,10 @@
 # train in time, and a Colab runtime that disconnects and loses an hour of training. This chapter climbs both on
 # PyTorch's own engine, `torch.distributed`: several processes, each with its share of every batch, kept in step by
 # **collectives**; DDP, which does that for you; FSDP2's `fully_shard`, which also splits the model's memory between
-# the processes; and checkpoints that let a killed run go on where it stopped. Nothing here is taken on trust: each
-# distributed run is proven to compute what one process computes, within float rounding, by a cell that asserts it.
+# the processes; and checkpoints that let a killed run go on where it stopped. Nothing here is taken on trust: each way
+# of training in parallel (gradients averaged by hand, DDP, FSDP2) is proven to compute what one process computes,
+# within float rounding, and a run killed and resumed to end with the weights of a run never stopped, each by a cell
+# that asserts it.
 #
 # Everything runs on a CPU: two processes that talk through `gloo`, PyTorch's CPU backend, stand in for two GPUs that
 # would talk through NCCL. The code is the same; only the backend's name changes.
@@ -231,8 +233,10 @@ check_average_gradients(my_average_gradients)
 # The script trains two copies side by side on each rank, for 5 steps of AdamW: one with `average_gradients` called
 # after `backward`, one wrapped in DDP. Each rank reads the same stream of global batches of $2 \times 8$ rows and keeps
 # its 8 with `shard` (rank $r$ takes rows $8r$ to $8r + 7$); a `DistributedSampler` also gives each rank rows of its
-# own for a `DataLoader`, dealt out like cards (exercise 1 at the end). A **communication hook** counts the bytes DDP all-reduces; the end of the script, on gradient
-# accumulation, is the subject of section 3.
+# own for a `DataLoader`, dealt out like cards (exercise 1 at the end). A **communication hook** counts the bytes DDP
+# all-reduces. At the end, `same_on_every_rank` compares the ranks' weights bit for bit: rank 0 broadcasts each
+# parameter, and every rank checks it against its own with `torch.equal` (a checksum, a sum of the weights, could match
+# weights that differ). The script's last part, on gradient accumulation, is the subject of section 3.
 
 # %% tags=["nbval-ignore-output"]
 # %%writefile dp_ddp.py
@@ -244,7 +248,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from course_utils import average_gradients, shard
+from course_utils import average_gradients, same_on_every_rank, shard
 
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -290,12 +294,10 @@ for name, quiet in (("without no_sync", False), ("with no_sync", True)):
     calls[name] = len(sent)  # buckets all-reduced over the 4 micro-batches
     ddp.zero_grad()
 
-checksum = torch.stack([p.detach().double().sum() for p in ddp.parameters()]).sum().reshape(1)
-every = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
-dist.all_gather(every, checksum)  # each rank's checksum of its weights, on every rank
+identical = same_on_every_rank(ddp)  # rank 0's weights broadcast, compared bit for bit on every rank
 if rank == 0:
     torch.save({"by_hand": by_hand.state_dict(), "ddp": ddp.module.state_dict(), "calls": calls,
-                "bytes_per_step": bytes_per_step, "checksums": [c.item() for c in every]}, "dp_ddp.pt")  # fmt: skip
+                "bytes_per_step": bytes_per_step, "identical": identical}, "dp_ddp.pt")  # fmt: skip
 dist.destroy_process_group()
 
 # %% tags=["nbval-ignore-output"]
@@ -331,8 +333,8 @@ for way in ("by_hand", "ddp"):
     gap = largest_gap(ran[way], single)
     print(f"2 ranks, {way:7}: largest difference from one process on 16 rows below 1e-5: {gap < 1e-5}")
     assert gap < 1e-5
-print("the two ranks' weights identical:", ran["checksums"][0] == ran["checksums"][1])
-assert ran["checksums"][0] == ran["checksums"][1]
+print("the two ranks' DDP weights identical, bit for bit:", ran["identical"])
+assert ran["identical"]
 
 # %% [markdown]
 # The differences are float rounding (below $10^{-5}$, where the weights moved by thousandths): a sum over two ranks adds
@@ -374,7 +376,8 @@ assert ran["calls"]["with no_sync"] * 4 == ran["calls"]["without no_sync"]
 # removed the copies: shard the optimizer state (stage 1), the gradients too (stage 2), the parameters too (stage 3),
 # so that each of $N$ ranks holds $16/N$ bytes per parameter. PyTorch's FSDP2 (`fully_shard`) is stage 3:
 #
-# - each rank keeps $1/N$ of every parameter (a `DTensor`, a tensor that knows it is a shard);
+# - each rank keeps $1/N$ of every parameter (a `DTensor`, a tensor that knows it is a shard of a larger one: its
+#   `.to_local()` is this rank's shard, a plain tensor, and its `.full_tensor()` all-gathers the whole);
 # - before a layer's forward (and again in backward) the ranks **all-gather** its full weights, and free them after;
 # - in backward, as soon as a layer's gradients are computed, they are **reduce-scattered**: each rank receives the
 #   sum of its own shard only, divided by $N$, and its optimizer updates only its shard.
@@ -901,35 +904,56 @@ print(f"one process on {here} ({backend_for(here)}): {1000 * plain:.1f} ms a ste
 # **Eight GPUs, estimated.** For GPT-2 small (124 M parameters, with its vocabulary of BPE tokens) on one node of 8 H100
 # GPUs, and on two such nodes, the numbers below are each from a source or labelled as an assumption; change them to
 # your hardware.
+#
+# Between two nodes, count the all-reduce in three steps (an all-reduce is a reduce-scatter and an all-gather,
+# section 1): a reduce-scatter within each node, over NVLink, after which each GPU holds its node's sum of $1/8$ of
+# the gradients; an all-reduce of that $1/8$ between the two GPUs of the same number, one on each node, over the
+# network; an all-gather within each node, over NVLink. Only the middle step leaves the node, and it carries an eighth
+# of the gradients per GPU. NCCL picks its own algorithm (rings or trees across the nodes) and moves the bytes in
+# another order; these three steps are the easiest to count. The node's network is counted two ways: a port for each
+# GPU, or one port that its 8 GPUs share.
 
 # %%
 params = 124e6  # GPT-2 small (Radford et al., 2019)
 gradient_bytes = 4 * params  # float32 gradients, as DDP all-reduces them under mixed precision
-gpus = 8
-sent = 2 * (gpus - 1) / gpus * gradient_bytes  # per GPU and step, ring all-reduce over one node's 8
-sent_2_nodes = 2 * (2 * gpus - 1) / (2 * gpus) * gradient_bytes  # over the 16 GPUs of two nodes
-nvlink = 450e9  # bytes/s each way per H100 SXM: NVLink 4 is 900 GB/s in both directions together (NVIDIA's datasheet)
-infiniband = 50e9  # bytes/s per GPU between nodes: one 400 Gb/s InfiniBand NDR port per GPU (a common node layout)
+gpus = 8  # per node
 tokens = 8 * 1024  # per GPU and step: 8 rows of 1,024 tokens, the batch of train_gpt's gpt2-small recipe
 flops = 6 * params * tokens  # a forward and backward pass: about 6 FLOPs per parameter and token (Kaplan et al., 2020)
 peak, utilisation = 989e12, 0.4  # H100 SXM dense bfloat16 (datasheet); 40% of it is an assumption, typical of
 compute = flops / (peak * utilisation)  # a well-tuned small-model run
+backward = compute * 2 / 3  # the backward pass: about twice the forward's FLOPs
 buckets = gradient_bytes / (25 * 2**20)  # DDP's default bucket: 25 MiB (bucket_cap_mb)
-print(f"all-reduced per GPU and step: {sent / 1e6:.0f} MB, in about {buckets:.0f} buckets")
-print(f"compute per step: {flops / 1e12:.1f} TFLOP = {1000 * compute:.1f} ms at {utilisation:.0%} of the peak")
-print(f"communication at the link's peak: {1000 * sent / nvlink:.1f} ms over NVLink (one node), "
-      f"{1000 * sent_2_nodes / infiniband:.1f} ms over InfiniBand (two nodes)")  # fmt: skip
-assert sent / nvlink < compute * 2 / 3 < sent_2_nodes / infiniband  # hidden behind the backward in a node, not beyond
+print(f"all-reduced per GPU and step: {2 * (gpus - 1) / gpus * gradient_bytes / 1e6:.0f} MB, in about {buckets:.0f} "
+      f"buckets")  # fmt: skip
+print(f"compute per step: {flops / 1e12:.1f} TFLOP = {1000 * compute:.1f} ms at {utilisation:.0%} of the peak, "
+      f"{1000 * backward:.1f} ms of it the backward pass")  # fmt: skip
+
+nvlink = 450e9  # bytes/s each way per H100 SXM: NVLink 4 is 900 GB/s in both directions together (NVIDIA's datasheet)
+in_node = 2 * (gpus - 1) / gpus * gradient_bytes / nvlink  # a ring over one node's 8 (or steps 1 and 3 above)
+print(f"one node: {1000 * in_node:.1f} ms over NVLink")
+across = 2 * (2 - 1) / 2 * gradient_bytes / gpus  # step 2: bytes each GPU sends to the other node (N = 2 in the ring)
+network = {  # bytes/s out of one node
+    "a 400 Gb/s InfiniBand port per GPU": gpus * 50e9,  # NDR, one port per GPU, as in NVIDIA's DGX H100
+    "one 100 Gb/s Ethernet port per node": 12.5e9,  # an assumption: a cluster built without a port per GPU
+}
+two_nodes = {}
+for name, bandwidth in network.items():
+    on_network = gpus * across / bandwidth  # the node's 8 GPUs' bytes through the node's ports
+    two_nodes[name] = in_node + on_network
+    print(f"two nodes, {name}: {1000 * two_nodes[name]:.1f} ms, {1000 * on_network:.1f} ms of it on the network")
+assert in_node < two_nodes["a 400 Gb/s InfiniBand port per GPU"] < backward  # hidden behind the backward pass
+assert backward < two_nodes["one 100 Gb/s Ethernet port per node"]  # not hidden: the step waits for the network
 
 # %% [markdown]
-# Within one node, the all-reduce takes a small fraction of the time of the backward pass (itself about two thirds of a
-# step's compute), so
-# DDP's overlap, bucket by bucket while the backward still runs, can hide nearly all of it: only the last bucket's
-# all-reduce waits after the backward ends. Between nodes, over the network, the same bytes take longer than the
-# backward pass at this batch; there the remedies are a larger batch per GPU (more compute per byte), gradient
-# accumulation with `no_sync` (one all-reduce per $k$ micro-batches), or bfloat16 gradients (half the bytes). These are
-# peak figures: measured bandwidth (NCCL's `all_reduce_perf` test reports it) is lower, so treat them as a lower
-# bound on the time.
+# Within one node, the all-reduce takes a small fraction of the time of the backward pass, so DDP's overlap, bucket by
+# bucket while the backward still runs, can hide nearly all of it: only the last bucket's all-reduce waits after the
+# backward ends. Across two nodes with a network port per GPU, the same holds: each GPU sends only an eighth of the
+# gradients over the network, and eight ports carry them side by side. With one port for the whole node, all eight
+# GPUs' shares queue for it, and the all-reduce takes longer than the backward pass at this batch: the step waits for
+# the network. There the remedies are a larger batch per GPU (more compute per byte), gradient accumulation with
+# `no_sync` (one all-reduce per $k$ micro-batches), or bfloat16 gradients (half the bytes). These are estimates, off
+# both ways: the sum of the three steps ignores that NCCL overlaps them, and real links deliver less than their peak
+# bandwidth (NCCL's `all_reduce_perf` test measures what yours deliver).
 #
 # ## 8. The command lines you will use next
 #
@@ -990,7 +1014,7 @@ assert load_checkpoint("dp_gpt.ckpt")["step"] == 6
 # - The classic bugs raise no error; each was measured here, and each has a one-line fix. A timeout turns a hang into
 #   an error naming the rank.
 # - A ring all-reduce sends $2(N-1)/N$ times the gradients per rank and step: within a node it hides behind the
-#   backward pass; between nodes the network decides.
+#   backward pass; between nodes, only if the network gives each GPU enough bandwidth for its share.
 #
 # ## Exercises
 #
