@@ -855,8 +855,8 @@ print(f"rows per second: x{rate[2] / rate[1]:.2f} from 1 to 2 processes, x{rate[
 # are noisy: on a machine busy with other work the ratios can even reverse, so run the cell again on an idle one
 # before reading much into them. (To see the all-reduce take a larger share of each step, run
 # `spawn(dp_bugs.step_time, 2, 32, 10, 32)`: 2 processes, 32 rows, 10 steps, `d_model` 32 as above.) What this
-# machine cannot show is a GPU's case, where the bytes go through NVLink or the network and DDP hides most of their
-# time behind the backward pass.
+# machine cannot show is a GPU's case, where the bytes go through NVLink or the network and DDP can hide most of their
+# time behind the backward pass (estimated at the end of this section).
 #
 # DDP's machinery itself, in one process (world size 1: nothing to send), against the same steps without it, on this
 # notebook's device (a GPU's with NCCL, where there is one):
