@@ -235,8 +235,10 @@ check_average_gradients(my_average_gradients)
 # its 8 with `shard` (rank $r$ takes rows $8r$ to $8r + 7$); a `DistributedSampler` also gives each rank rows of its
 # own for a `DataLoader`, dealt out like cards (exercise 1 at the end). A **communication hook** counts the bytes DDP
 # all-reduces. At the end, `same_on_every_rank` compares the ranks' weights bit for bit: rank 0 broadcasts each
-# parameter, and every rank checks it against its own with `torch.equal` (a checksum, a sum of the weights, could match
-# weights that differ). The script's last part, on gradient accumulation, is the subject of section 3.
+# parameter, every rank checks it against its own with `torch.equal`, and an all-reduce of the mismatches gives every
+# rank the verdict. (A checksum, a sum of the weights, could match weights that differ: `[1, 2]` and `[2, 1]` have the
+# same sum.) The script's last part, on gradient accumulation, is the subject of section 3; it takes no optimizer
+# step, so the weights compared are those of the 5 steps.
 
 # %% tags=["nbval-ignore-output"]
 # %%writefile dp_ddp.py
@@ -376,14 +378,18 @@ assert ran["calls"]["with no_sync"] * 4 == ran["calls"]["without no_sync"]
 # removed the copies: shard the optimizer state (stage 1), the gradients too (stage 2), the parameters too (stage 3),
 # so that each of $N$ ranks holds $16/N$ bytes per parameter. PyTorch's FSDP2 (`fully_shard`) is stage 3:
 #
-# - each rank keeps $1/N$ of every parameter (a `DTensor`, a tensor that knows it is a shard of a larger one: its
-#   `.to_local()` is this rank's shard, a plain tensor, and its `.full_tensor()` all-gathers the whole);
-# - before a layer's forward (and again in backward) the ranks **all-gather** its full weights, and free them after;
-# - in backward, as soon as a layer's gradients are computed, they are **reduce-scattered**: each rank receives the
+# - each rank keeps $1/N$ of every parameter, and so of its gradient and AdamW state: each is a `DTensor`, a tensor
+#   that knows it is a shard of a larger one (its `.to_local()` is this rank's shard, a plain tensor, and its
+#   `.full_tensor()` all-gathers the whole), and so is each entry of the model's `state_dict()`;
+# - before a wrapped block's forward (and again in backward) the ranks **all-gather** its full weights, and free them
+#   after;
+# - in backward, as soon as a block's gradients are computed, they are **reduce-scattered**: each rank receives the
 #   sum of its own shard only, divided by $N$, and its optimizer updates only its shard.
 #
-# All-gather plus reduce-scatter is one all-reduce, split in two (section 1): FSDP moves about as many bytes as DDP,
-# plus one more all-gather of the weights for the backward pass. It saves memory, not communication. The script wraps
+# A reduce-scatter and an all-gather move the bytes of one all-reduce (section 1). So FSDP's reduce-scatter of the
+# gradients and its all-gather of the weights before the forward send what DDP's all-reduce sends, and the second
+# all-gather, before the backward, adds half as much again: about 1.5 times DDP's bytes. It saves memory, not
+# communication. The script wraps
 # each of the GPT's blocks, then the whole model (embeddings and final norm), trains the same 5 steps, counts what
 # each rank holds, and saves a **distributed checkpoint**: every rank writes its own shards into one folder.
 
@@ -905,55 +911,64 @@ print(f"one process on {here} ({backend_for(here)}): {1000 * plain:.1f} ms a ste
 # GPUs, and on two such nodes, the numbers below are each from a source or labelled as an assumption; change them to
 # your hardware.
 #
-# Between two nodes, count the all-reduce in three steps (an all-reduce is a reduce-scatter and an all-gather,
-# section 1): a reduce-scatter within each node, over NVLink, after which each GPU holds its node's sum of $1/8$ of
-# the gradients; an all-reduce of that $1/8$ between the two GPUs of the same number, one on each node, over the
-# network; an all-gather within each node, over NVLink. Only the middle step leaves the node, and it carries an eighth
-# of the gradients per GPU. NCCL picks its own algorithm (rings or trees across the nodes) and moves the bytes in
-# another order; these three steps are the easiest to count. The node's network is counted two ways: a port for each
-# GPU, or one port that its 8 GPUs share.
+# Between nodes, count the all-reduce in three steps (a reduce-scatter and an all-gather make an all-reduce, section
+# 1): a reduce-scatter within each node, over NVLink, after which each GPU holds its node's sum of $1/8$ of the
+# gradients; an all-reduce of that $1/8$ among the GPUs of the same number, one on each node (a ring of `nodes` GPUs),
+# over the network; an all-gather within each node, over NVLink. Only the middle step leaves the node: each GPU sends
+# $2(M-1)/M$ times an eighth of the gradients for $M$ nodes, and the node's ports carry its 8 GPUs' bytes side by side,
+# so a node's network time is those bytes over the ports' bandwidth added up. The node's network is counted two ways:
+# a port for each GPU, or one port that its 8 GPUs share. NCCL picks its own algorithm, and it may send more over the
+# network: a ring through all 16 GPUs (the last lines) passes $2(N-1)/N$ times the gradients out of each node, not
+# once. The three steps are the network's best case.
 
 # %%
 params = 124e6  # GPT-2 small (Radford et al., 2019)
 gradient_bytes = 4 * params  # float32 gradients, as DDP all-reduces them under mixed precision
-gpus = 8  # per node
+gpus, nodes = 8, 2  # GPUs per node; nodes
 tokens = 8 * 1024  # per GPU and step: 8 rows of 1,024 tokens, the batch of train_gpt's gpt2-small recipe
 flops = 6 * params * tokens  # a forward and backward pass: about 6 FLOPs per parameter and token (Kaplan et al., 2020)
 peak, utilisation = 989e12, 0.4  # H100 SXM dense bfloat16 (datasheet); 40% of it is an assumption, typical of
 compute = flops / (peak * utilisation)  # a well-tuned small-model run
 backward = compute * 2 / 3  # the backward pass: about twice the forward's FLOPs
 buckets = gradient_bytes / (25 * 2**20)  # DDP's default bucket: 25 MiB (bucket_cap_mb)
-print(f"all-reduced per GPU and step: {2 * (gpus - 1) / gpus * gradient_bytes / 1e6:.0f} MB, in about {buckets:.0f} "
-      f"buckets")  # fmt: skip
+sent = 2 * (gpus - 1) / gpus * gradient_bytes  # per GPU and step, in a ring over one node's 8
+print(f"all-reduced per step: {gradient_bytes / 1e6:.0f} MB of gradients, in about {buckets:.0f} buckets; each GPU "
+      f"sends {sent / 1e6:.0f} MB in a ring over one node")  # fmt: skip
 print(f"compute per step: {flops / 1e12:.1f} TFLOP = {1000 * compute:.1f} ms at {utilisation:.0%} of the peak, "
       f"{1000 * backward:.1f} ms of it the backward pass")  # fmt: skip
 
 nvlink = 450e9  # bytes/s each way per H100 SXM: NVLink 4 is 900 GB/s in both directions together (NVIDIA's datasheet)
-in_node = 2 * (gpus - 1) / gpus * gradient_bytes / nvlink  # a ring over one node's 8 (or steps 1 and 3 above)
+in_node = sent / nvlink  # a ring over one node's 8, or steps 1 and 3 above together
 print(f"one node: {1000 * in_node:.1f} ms over NVLink")
-across = 2 * (2 - 1) / 2 * gradient_bytes / gpus  # step 2: bytes each GPU sends to the other node (N = 2 in the ring)
+across = 2 * (nodes - 1) / nodes * gradient_bytes / gpus  # step 2: the bytes each GPU sends to the other nodes
+ring_out = 2 * (nodes * gpus - 1) / (nodes * gpus) * gradient_bytes  # a ring through all 16: out of each node
 network = {  # bytes/s out of one node
     "a 400 Gb/s InfiniBand port per GPU": gpus * 50e9,  # NDR, one port per GPU, as in NVIDIA's DGX H100
     "one 100 Gb/s Ethernet port per node": 12.5e9,  # an assumption: a cluster built without a port per GPU
 }
-two_nodes = {}
+two_nodes, ring_network = {}, {}
 for name, bandwidth in network.items():
     on_network = gpus * across / bandwidth  # the node's 8 GPUs' bytes through the node's ports
-    two_nodes[name] = in_node + on_network
-    print(f"two nodes, {name}: {1000 * two_nodes[name]:.1f} ms, {1000 * on_network:.1f} ms of it on the network")
-assert in_node < two_nodes["a 400 Gb/s InfiniBand port per GPU"] < backward  # hidden behind the backward pass
-assert backward < two_nodes["one 100 Gb/s Ethernet port per node"]  # not hidden: the step waits for the network
+    two_nodes[name], ring_network[name] = in_node + on_network, ring_out / bandwidth
+    print(f"{nodes} nodes, {name}: {1000 * two_nodes[name]:.1f} ms, {1000 * on_network:.1f} ms of it on the network")
+for name in network:
+    print(f"  a ring through all {nodes * gpus} instead: {ring_out / 1e6:.0f} MB out of each node, "
+          f"{1000 * ring_network[name]:.1f} ms on the network, {name}")  # fmt: skip
+port_per_gpu, shared_port = network  # the two names
+assert in_node < backward / 5 and two_nodes[port_per_gpu] < backward / 3  # hidden behind the backward pass
+assert ring_network[port_per_gpu] < backward / 3  # ... whichever of the two algorithms
+assert backward < two_nodes[shared_port] < ring_network[shared_port]  # not hidden: the step waits for the network
 
 # %% [markdown]
-# Within one node, the all-reduce takes a small fraction of the time of the backward pass, so DDP's overlap, bucket by
+# Within one node, the all-reduce takes under a fifth of the time of the backward pass, so DDP's overlap, bucket by
 # bucket while the backward still runs, can hide nearly all of it: only the last bucket's all-reduce waits after the
-# backward ends. Across two nodes with a network port per GPU, the same holds: each GPU sends only an eighth of the
-# gradients over the network, and eight ports carry them side by side. With one port for the whole node, all eight
-# GPUs' shares queue for it, and the all-reduce takes longer than the backward pass at this batch: the step waits for
-# the network. There the remedies are a larger batch per GPU (more compute per byte), gradient accumulation with
-# `no_sync` (one all-reduce per $k$ micro-batches), or bfloat16 gradients (half the bytes). These are estimates, off
-# both ways: the sum of the three steps ignores that NCCL overlaps them, and real links deliver less than their peak
-# bandwidth (NCCL's `all_reduce_perf` test measures what yours deliver).
+# backward ends. Across two nodes with a network port per GPU, it takes under a third, whichever algorithm: still
+# hidden, because eight ports carry the node's bytes side by side. With one port for the whole node, all eight GPUs'
+# shares queue for it, and the all-reduce takes longer than the backward pass at this batch: the step waits for the
+# network. There the remedies are a larger batch per GPU (more compute per byte), gradient accumulation with `no_sync`
+# (one all-reduce per $k$ micro-batches), or bfloat16 gradients (half the bytes). These are estimates: the sum of the
+# three steps ignores that NCCL overlaps them, and real links deliver less than their peak bandwidth (NCCL's
+# `all_reduce_perf` test measures what yours deliver). Change `nodes`, or the ports, and run the cell again.
 #
 # ## 8. The command lines you will use next
 #
@@ -1013,8 +1028,9 @@ assert load_checkpoint("dp_gpt.ckpt")["step"] == 6
 #   bit for bit on the CPU.
 # - The classic bugs raise no error; each was measured here, and each has a one-line fix. A timeout turns a hang into
 #   an error naming the rank.
-# - A ring all-reduce sends $2(N-1)/N$ times the gradients per rank and step: within a node it hides behind the
-#   backward pass; between nodes, only if the network gives each GPU enough bandwidth for its share.
+# - An all-reduce sends about twice the gradients per rank and step ($2(N-1)/N$ times them in a ring): within a node
+#   DDP hides it behind the backward pass; between nodes, only if the node's network ports carry its GPUs' shares
+#   fast enough.
 #
 # ## Exercises
 #
