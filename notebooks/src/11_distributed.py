@@ -955,14 +955,14 @@ for name in network:
     print(f"  a ring through all {nodes * gpus} instead: {ring_out / 1e6:.0f} MB out of each node, "
           f"{1000 * ring_network[name]:.1f} ms on the network, {name}")  # fmt: skip
 port_per_gpu, shared_port = network  # the two names
-assert in_node < backward / 5 and two_nodes[port_per_gpu] < backward / 3  # hidden behind the backward pass
-assert ring_network[port_per_gpu] < backward / 3  # ... whichever of the two algorithms
-assert backward < two_nodes[shared_port] < ring_network[shared_port]  # not hidden: the step waits for the network
+assert in_node < backward / 5 and two_nodes[port_per_gpu] < backward / 2  # hidden behind the backward pass
+assert ring_network[port_per_gpu] < backward / 2  # ... whichever of the two algorithms (for any number of nodes)
+assert backward < min(two_nodes[shared_port], ring_network[shared_port])  # not hidden: the step waits for the network
 
 # %% [markdown]
 # Within one node, the all-reduce takes under a fifth of the time of the backward pass, so DDP's overlap, bucket by
 # bucket while the backward still runs, can hide nearly all of it: only the last bucket's all-reduce waits after the
-# backward ends. Across two nodes with a network port per GPU, it takes under a third, whichever algorithm: still
+# backward ends. Across two nodes with a network port per GPU, it takes under half of it, whichever algorithm: still
 # hidden, because eight ports carry the node's bytes side by side. With one port for the whole node, all eight GPUs'
 # shares queue for it, and the all-reduce takes longer than the backward pass at this batch: the step waits for the
 # network. There the remedies are a larger batch per GPU (more compute per byte), gradient accumulation with `no_sync`
