@@ -207,8 +207,8 @@ def test_each_spawn_starts_new_ranks_with_the_callers_environment_of_the_moment(
 
 
 def _compared(rank: int, world: int) -> list[bool]:
-    """``same_on_every_rank`` on equal weights; then with rank 1's last weight one bit off (a checksum of the sum would
-    miss the swap that follows); then with two of its weights swapped."""
+    """``same_on_every_rank`` on equal weights; then with rank 1's last layer's bias one step of float32 off; then
+    with two of rank 1's weights swapped, which keeps their sum (a checksum of the sum would miss it)."""
     net = model()
     verdicts = [same_on_every_rank(net)]
     last = net[2].bias
