@@ -18,6 +18,7 @@ still crosses as files: the tests use it to run every checker's answers both way
 from __future__ import annotations
 
 import builtins
+import contextlib
 import inspect
 import io
 import itertools
@@ -36,6 +37,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+from .utils import watch_forward
 
 __all__ = ["KernelSide", "Link", "RemoteFunction", "loopback"]
 
@@ -263,7 +266,7 @@ class KernelSide:
             args, kwargs = call["args"], call["kwargs"]
             for where in call["grad"]:
                 _at(args, where).requires_grad_(True)
-            hooks = []
+            hooks, watched, watches = [], [], contextlib.ExitStack()
             given = list(args)
 
             def which(v: Any) -> int | None:  # a submodule given one of the call's own arguments: which one
@@ -276,12 +279,16 @@ class KernelSide:
                     calls.setdefault(key, []).append(([which(v) for v in a], {n: which(v) for n, v in k.items()}))
 
                 hooks.append(module.register_forward_pre_hook(record, with_kwargs=True))
+                watched.append((module, record))
             before = [self._before(a) for a in args]
             fn = self._held[call["slot"]]
             try:
+                for module, record in watched:  # its forward called directly (module.forward(...)): told too
+                    watches.enter_context(watch_forward(module, record))
                 with torch.set_grad_enabled(bool(call["grad"])):
                     result = fn(*args, **kwargs)
             finally:
+                watches.close()
                 for hook in hooks:
                     hook.remove()
             reply["result"] = _to_wire(result, given=tuple(given))

@@ -141,3 +141,38 @@ def peak_memory(fn: Callable[[], R], device: torch.device | str = "cpu") -> tupl
     with tracker:
         result = fn()
     return result, tracker.peak
+
+
+@contextlib.contextmanager
+def watch_forward(
+    module: nn.Module, record: Callable[[nn.Module, tuple[Any, ...], dict[str, Any]], None]
+) -> Generator[None, None, None]:
+    """Within the block, ``record(module, args, kwargs)`` for each run of ``module``'s forward that no forward
+    pre-hook saw: a direct ``module.forward(...)`` or ``type(module).forward(module, ...)``. The class's ``forward`` is
+    wrapped for the block and put back after it; other instances of the class are not recorded."""
+    cls = type(module)
+    own = cls.__dict__.get("forward")
+    inner = cls.forward
+    by_call: list[int] = []  # forwards entered through module(...), whose pre-hooks see them
+
+    def entered(_m: Any, _args: Any) -> None:
+        by_call.append(1)
+
+    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self is module:
+            if by_call:
+                by_call.pop()
+            else:
+                record(self, args, kwargs)
+        return inner(self, *args, **kwargs)
+
+    hook = module.register_forward_pre_hook(entered)
+    cls.forward = watched  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        yield
+    finally:
+        hook.remove()
+        if own is None:
+            del cls.forward
+        else:
+            cls.forward = own  # pyright: ignore[reportAttributeAccessIssue]

@@ -55,7 +55,7 @@ def decoder_causal_and_tgt(layer, x, memory, src_mask, tgt_mask):
 
 
 def decoder(layer, x, memory, src_mask, tgt_mask, *, self_mask="tgt", cross_mask="src", cross_from_input=False,
-            pre_norm=False):  # fmt: skip
+            pre_norm=False, ffn_reads="c", ffn_residual=True):  # fmt: skip
     """The post-norm decoder layer, with switches for the classic mistakes."""
     if pre_norm:
         h = layer.norm1(x)
@@ -75,6 +75,24 @@ def decoder(layer, x, memory, src_mask, tgt_mask, *, self_mask="tgt", cross_mask
     a = layer.norm1(x + layer.self_attn(query=x, key=x, value=x, mask=self_masks[self_mask])[0])
     q = x if cross_from_input else a
     c = layer.norm2(a + layer.cross_attn(query=q, key=memory, value=memory, mask=cross_masks[cross_mask])[0])
+    ffn = layer.feed_forward(a if ffn_reads == "a" else c)
+    return layer.norm3(c + ffn if ffn_residual else ffn)
+
+
+def decoder_norm_then_add(layer, x, memory, src_mask, tgt_mask):
+    x = x + layer.norm1(layer.self_attn(query=x, key=x, value=x, mask=tgt_mask)[0])
+    x = x + layer.norm2(layer.cross_attn(query=x, key=memory, value=memory, mask=src_mask)[0])
+    return x + layer.norm3(layer.feed_forward(x))
+
+
+def decoder_no_cross(layer, x, memory, src_mask, tgt_mask):
+    a = layer.norm1(x + layer.self_attn(query=x, key=x, value=x, mask=tgt_mask)[0])
+    return layer.norm3(a + layer.feed_forward(a))
+
+
+def decoder_attention_tuple(layer, x, memory, src_mask, tgt_mask):
+    a = layer.norm1(x + layer.self_attn(query=x, key=x, value=x, mask=tgt_mask))
+    c = layer.norm2(a + layer.cross_attn(query=a, key=memory, value=memory, mask=src_mask)[0])
     return layer.norm3(c + layer.feed_forward(c))
 
 
@@ -131,6 +149,19 @@ DECODER_ANSWERS = [
         lambda *a: decoder(*a, cross_from_input=True), "output of the first sublayer", id="wrong: cross reads x"
     ),
     pytest.param(lambda *a: decoder(*a, pre_norm=True), "pre-norm", id="wrong: pre-norm"),
+    pytest.param(decoder_norm_then_add, "added after the norm", id="wrong: x + norm(sublayer(x))"),
+    pytest.param(lambda *a: decoder(*a, ffn_reads="a"), "reads a, the first sublayer's output", id="wrong: ffn(a)"),
+    pytest.param(lambda *a: decoder(*a, ffn_residual=False), "has no residual", id="wrong: no ffn residual"),
+    pytest.param(decoder_no_cross, "cross-attention is skipped", id="wrong: no cross-attention"),
+    pytest.param(decoder_attention_tuple, "take its [0]", id="wrong: the (output, weights) pair added"),
+    pytest.param(
+        lambda layer, *args: layer.forward(*args), "you called layer(...) itself", id="wrong: calls layer.forward"
+    ),
+    pytest.param(
+        lambda layer, *args: type(layer).forward(layer, *args),
+        "you called layer(...) itself",
+        id="wrong: calls the class's forward on the layer",
+    ),
     pytest.param(decoder_swapped_roles, "queries from memory", id="wrong: queries from memory"),
     pytest.param(decoder_no_grad, "cannot be trained through", id="wrong: torch.no_grad()"),
     pytest.param(lambda *a: decoder_solution(*a).detach(), "cannot be trained through", id="wrong: output detached"),
@@ -346,6 +377,11 @@ def forcing_zeros(sequences, bos_id, eos_id, pad_id):
     return torch.zeros(inputs.shape) + inputs, torch.zeros(labels.shape) + labels
 
 
+def forcing_labels_minus_100(sequences, bos_id, eos_id, pad_id):  # Hugging Face's habit, where this batch uses pad_id
+    inputs, labels = forcing_solution(sequences, bos_id, eos_id, pad_id)
+    return inputs, labels.masked_fill(labels == pad_id, -100)
+
+
 FORCING_ANSWERS = [
     pytest.param(forcing_solution, None, id="right: the notebook's solution"),
     pytest.param(forcing_pad_sequence, None, id="right: pad_sequence, a list returned"),
@@ -359,6 +395,7 @@ FORCING_ANSWERS = [
     pytest.param(lambda *a: forcing(*a, left=True), "on the left", id="wrong: padded on the left"),
     pytest.param(lambda *a: (forcing_wrapped(*a),) * 2, "L + 2", id="wrong: the wrapped rows, L + 2 columns"),
     pytest.param(forcing_zeros, "torch.long", id="wrong: float tensors"),
+    pytest.param(forcing_labels_minus_100, "padded with -100", id="wrong: labels padded with -100"),
     pytest.param(lambda *a: forcing_hard_coded(*a, pad=0), "pad_id = 3", id="wrong: pad_id hard-coded"),
     pytest.param(lambda *a: forcing_hard_coded(*a, bos=1), "bos_id = 3", id="wrong: bos_id hard-coded"),
     pytest.param(lambda *a: forcing_hard_coded(*a, eos=2), "eos_id = 10", id="wrong: eos_id hard-coded"),

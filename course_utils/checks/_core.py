@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..utils import watch_forward
+
 
 def one_number(x: object) -> float | None:
     """A number an answer returned, as a float: a Python or NumPy number, or a tensor or array of one element (not on
@@ -259,18 +261,21 @@ MISTAKES = {
 
 @contextlib.contextmanager
 def not_called(module: torch.nn.Module) -> Generator[None, None, None]:
-    """Within the block, an answer that calls ``module(...)`` itself (``return layer(x, mask)``) raises ``NotYet``
-    naming it: the exercise is to write that forward from the module's parts."""
+    """Within the block, an answer that runs ``module``'s own forward raises ``NotYet`` naming it: ``layer(x, mask)``,
+    ``layer.forward(x, mask)`` or ``type(layer).forward(layer, x, mask)``; the exercise is to write that forward from
+    the module's parts. A call is seen by a forward pre-hook (which a grader's link relays from the answer's process)
+    and, for a direct call of ``forward``, by the class's ``forward`` watched for the length of the block."""
     calls: list[bool] = []
     hook = module.register_forward_pre_hook(lambda _m, _args: calls.append(True))
-    try:
-        yield
-    except NotYet:
-        if calls:
-            raise NotYet(MISTAKES["called the layer"]) from None
-        raise
-    finally:
-        hook.remove()
+    with watch_forward(module, lambda *_: calls.append(True)):
+        try:
+            yield
+        except NotYet:
+            if calls:
+                raise NotYet(MISTAKES["called the layer"]) from None
+            raise
+        finally:
+            hook.remove()
     if calls:
         raise NotYet(MISTAKES["called the layer"])
 
@@ -356,7 +361,9 @@ def call_layer(fn: Callable[..., Any], *args: Any) -> Any:
         raise
     except NotYet as e:
         if "tuple" in str(e):
-            raise NotYet(f"{str(e).rstrip('.')}; self_attn returns (output, weights): take its [0]") from None
+            raise NotYet(
+                f"{str(e).rstrip('.')}; self_attn (like cross_attn) returns (output, weights): take its [0]"
+            ) from None
         raise
 
 

@@ -21,6 +21,7 @@ from ._core import (
     any_device,
     backpropagates,
     call,
+    call_layer,
     differs,
     each_case,
     name_mistake,
@@ -139,7 +140,7 @@ def _decoder_output(
         with not_called(layer):
             try:
                 with torch.no_grad():
-                    got = call(fn, layer, x, memory, src_mask, tgt_mask)
+                    got = call_layer(fn, layer, x, memory, src_mask, tgt_mask)
             except NotYet:
                 if any(q is memory for q in queries):
                     raise NotYet(
@@ -207,6 +208,29 @@ def _decoder_mistakes(
         (
             pre,
             "this is pre-norm (norm before each sublayer): the paper's layer normalises after the residual add",
+        ),
+    ]
+    self_out = layer.self_attn(x, x, x, tgt_mask)[0]
+    a = layer.norm1(x + self_out)
+    cross_out = layer.cross_attn(a, memory, memory, src_mask)[0]
+    c = layer.norm2(a + cross_out)
+    b = x + layer.norm1(self_out)  # the residual added after the norm, in each sublayer
+    b = b + layer.norm2(layer.cross_attn(b, memory, memory, src_mask)[0])
+    mistakes += [
+        (
+            b + layer.norm3(layer.feed_forward(b)),
+            "the residual is added after the norm, x + norm(sublayer(x)): the paper's order is norm(x + sublayer(x))",
+        ),
+        (
+            layer.norm3(c + layer.feed_forward(a)),
+            "the feed-forward network reads a, the first sublayer's output: it reads c, the cross-attention "
+            "sublayer's, norm3(c + feed_forward(c))",
+        ),
+        (layer.norm3(layer.feed_forward(c)), "the feed-forward sublayer has no residual: norm3(c + feed_forward(c))"),
+        (
+            layer.norm3(a + layer.feed_forward(a)),
+            "cross-attention is skipped: the decoder never reads the source; add the second sublayer, "
+            "c = norm2(a + cross_attn(query=a, key=memory, value=memory, mask=src_mask)[0])",
         ),
     ]
     return mistakes
@@ -355,6 +379,11 @@ def _forcing_case(fn: Callable[..., Any], sequences: list[list[int]], bos_id: in
         raise NotYet(
             "decoder_input is the labels shifted LEFT (y_2 .. <eos>): shift them right by one instead, "
             "<bos> y_1 .. y_n, so that position t reads y_t and predicts y_t+1"
+        )
+    if got_labels.shape == labels.shape and torch.equal(got_labels, labels.masked_fill(~real, -100)):
+        raise NotYet(
+            "the labels are padded with -100, F.cross_entropy's default ignore_index: this batch pads both tensors "
+            "with pad_id, and the loss is told ignore_index=pad_id (as seq2seq_loss does)"
         )
     same(got_labels, labels, "labels")
     # Where the label is <pad>, the loss ignores the prediction: <pad> or <eos> may stand there in the input.
