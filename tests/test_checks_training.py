@@ -181,6 +181,24 @@ def ls_mean_over_entries(logits, target, smoothing):
     return -(_q(logits, target, smoothing / V, 1 - smoothing + smoothing / V) * logits.log_softmax(-1)).mean()
 
 
+def ls_log_of_softmax(logits, target, smoothing):  # right until p underflows: -inf where log_softmax stays finite
+    V = logits.size(-1)
+    q = _q(logits, target, smoothing / V, 1 - smoothing + smoothing / V)
+    return -(q * torch.log(torch.softmax(logits, dim=-1))).sum(-1).mean()
+
+
+def ls_softmax_down_the_batch(logits, target, smoothing):
+    V = logits.size(-1)
+    return -(_q(logits, target, smoothing / V, 1 - smoothing + smoothing / V) * logits.log_softmax(0)).sum(-1).mean()
+
+
+def ls_scatter_not_in_place(logits, target, smoothing):
+    V = logits.size(-1)
+    q = torch.full_like(logits, smoothing / V)
+    q.scatter(1, target[:, None], 1 - smoothing + smoothing / V)  # a new tensor, thrown away
+    return -(q * logits.log_softmax(-1)).sum(-1).mean()
+
+
 def ls_logits_not_log_p(logits, target, smoothing):
     V = logits.size(-1)
     return -(_q(logits, target, smoothing / V, 1 - smoothing + smoothing / V) * logits).sum(-1).mean()
@@ -219,6 +237,9 @@ def test_label_smoothing_right_answers_pass(fn, capsys):
         (lambda *a: -ls_solution(*a), "the sign is flipped"),
         (ls_mean_over_entries, "the mean over all N x V entries"),
         (ls_logits_not_log_p, "the logits themselves are not log-probabilities"),
+        (ls_log_of_softmax, "log(softmax(...)) is -inf where p underflows"),
+        (ls_softmax_down_the_batch, "runs over dim=0, down the batch"),
+        (ls_scatter_not_in_place, "q.scatter(...) returns a new tensor"),
         (lambda *a: ls_solution(*a).to("meta"), "is on meta"),
         (ls_target_made_on_the_cpu, "create new tensors on the inputs' device"),
         (
@@ -250,6 +271,9 @@ def test_label_smoothing_right_answers_pass(fn, capsys):
         "sign",
         "mean-over-NV",
         "logits",
+        "log-of-softmax",
+        "softmax-dim-0",
+        "scatter-not-in-place",
         "meta-device",
         "target-made-on-the-cpu",
         "per-position",
@@ -447,6 +471,11 @@ def test_sequence_accuracy_right_answers_pass(fn, capsys):
         (lambda p, y, pad: ((p == y) | (p == pad)).all(1).float().mean(), "looked up in the predictions"),
         (lambda p, y, pad: ((p == y) | (y == pad)).any(1).float().mean(), "ANY of its positions"),
         (lambda p, y, pad: ((p == y) | (y == pad)).all(0).float().mean(), ".all(dim=0) runs down the batch"),
+        (lambda p, y, pad: ((p == y) & (y != pad)).all(1).float().mean(), "right OR padded (|)"),
+        (lambda p, y, pad: (((p == y) & (y != pad)).sum(1) / (y != pad).sum(1)).mean(), "mean of each row's token"),
+        (lambda p, y, pad: ((p == y) | (y == pad))[:, 1:].all(1).float().mean(), "column 0 is skipped"),
+        (lambda p, y, pad: ((p == y) | (y == pad))[:, :-1].all(1).float().mean(), "the last column is left out"),
+        (lambda p, y, pad: ((p == y) | (y == pad) | (y == 2)).all(1).float().mean(), "<eos> is left out"),
         (acc_in_place, "changed its input predictions in place"),
         (lambda p, y, pad: torch.tensor(acc_solution(p, y, pad), device="meta"), "is on meta"),
     ],
@@ -461,12 +490,31 @@ def test_sequence_accuracy_right_answers_pass(fn, capsys):
         "pad-from-predictions",
         "any",
         "dim-0",
+        "and-not-or",
+        "mean-of-row-accuracy",
+        "skips-column-0",
+        "drops-last-column",
+        "ignores-eos",
         "in-place",
         "meta-device",
     ],
 )
 def test_sequence_accuracy_wrong_answers_fail(fn, named, capsys):
     judged(check_sequence_accuracy, fn, named, capsys)
+
+
+def test_each_sequence_accuracy_mistake_gives_its_own_values_on_the_test_batches():
+    """A mistake is named by the values it gives on the checker's two batches: no two mistakes, and no mistake and
+    the right answer, may give the same pair, or one mistake would be named for another."""
+    from course_utils.checks.training import _ACCURACY_BATCHES, _accuracy_mistakes
+
+    pairs = []
+    for batch, pad_id in ((0, 0), (1, 3)):
+        y, p = (torch.tensor(rows) for rows in _ACCURACY_BATCHES[batch])
+        right = ((p == y) | (y == pad_id)).all(1).float().mean().item()
+        pairs.append([right] + [value for value, _ in _accuracy_mistakes(y, p, pad_id)])
+    values = [tuple(round(v, 6) for v in column) for column in zip(*pairs, strict=True)]
+    assert len(set(values)) == len(values), values
 
 
 # --- 06: label smoothing ------------------------------------------------------------------------------------------
@@ -548,6 +596,11 @@ def source(model):
     model.generator.weight = model.src_embed.weight
 
 
+def three_ways(model):  # the paper's three-way tie, on two vocabularies
+    model.src_embed.weight = model.tgt_embed.weight
+    model.generator.weight = model.tgt_embed.weight
+
+
 @pytest.mark.parametrize(
     ("fn", "named"),
     [
@@ -555,6 +608,7 @@ def source(model):
         (share_data, "still two Parameters"),
         (transpose, "transposed"),
         (source, "SOURCE embedding"),
+        (three_ways, "all three are one matrix"),
         (lambda model: None, "not model.tgt_embed.weight"),
     ],
 )

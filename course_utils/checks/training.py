@@ -87,8 +87,28 @@ def check_label_smoothing(fn: Callable[..., Any]) -> Verdict:
             "at smoothing 0, 0.1 and 0.3."
         )
 
+    def confident() -> None:
+        """Logits 120 apart, as a trained model's can be: a softmax then underflows to 0 in float32, and its log to
+        -inf, where log_softmax stays finite (about -120)."""
+        logits = torch.zeros(3, 5)
+        logits[:, 1] = 120.0  # (3, 5): every position all but sure of token 1
+        target = torch.tensor([1, 0, 1])  # position 1's true token has p = e^-120, which underflows
+        expected = F.cross_entropy(logits, target, label_smoothing=0.1)
+        got = call(fn, logits, target, 0.1)
+        if isinstance(got, Tensor | float | int):
+            got = torch.as_tensor(got, dtype=logits.dtype)
+            got = got.reshape(()) if got.numel() == 1 else got  # a loss of shape (1,) will do, as above
+        if isinstance(got, Tensor) and got.numel() == 1 and not bool(torch.isfinite(got).all()):
+            raise NotYet(
+                f"with logits 120 apart (a confident model's) the loss is {got.item()}, PyTorch's "
+                f"{expected.item():.2f}: ln p taken as log(softmax(...)) is -inf where p underflows to 0. "
+                "logits.log_softmax(-1) computes ln p without that underflow"
+            )
+        same(got, expected, "the loss with logits 120 apart (a confident model's)")
+
     def run() -> str:
         message = each_case(one, [dict(N=6, V=5, seed=0), dict(N=4, V=9, seed=1)])
+        confident()
         logits, target = torch.randn(4, 5), torch.tensor([0, 3, 1, 4])
         off_the_cpu("the loss", on_meta(fn, logits, target, 0.1), getattr(fn, "__name__", "it"))
         return message
@@ -186,6 +206,16 @@ def _smoothing_mistakes(logits: Tensor, target: Tensor) -> list[tuple[str, Calla
             "not log-probabilities",
             lambda s: -(smoothed(s) * logits).sum(-1).mean(),
         ),
+        (
+            "the log-softmax runs over dim=0, down the batch: one position's probabilities run along the "
+            "vocabulary, logits.log_softmax(-1)",
+            lambda s: -(smoothed(s) * logits.log_softmax(0)).sum(-1).mean(),
+        ),
+        (
+            "the target has no peak at the true token, only smoothing / V everywhere: q.scatter(...) returns a new "
+            "tensor and leaves q as it was; write q.scatter_(...) (in place) or q = q.scatter(...)",
+            lambda s: -(torch.full_like(log_p, s / V) * log_p).sum(-1).mean(),
+        ),
         (padding, lambda s: F.cross_entropy(logits[real], target[real], label_smoothing=s)),
         (padding, lambda s: F.cross_entropy(logits, target, label_smoothing=s, reduction="none")[real].sum() / N),
     ]
@@ -214,6 +244,13 @@ def check_weight_tying(fn: Callable[..., Any]) -> Verdict:
             raise NotYet(
                 "your function returned another model (a copy?) and left the one it was given untied: tie the "
                 "given model's weights, in place"
+            )
+        if weight is embedding and model.src_embed.weight is embedding:
+            raise NotYet(
+                "all three are one matrix, the source embedding too: the paper can share it three ways because its "
+                f"two languages share one vocabulary. Here the source has {src_vocab} tokens and the target {V}, so "
+                "a row of the source embedding stands for another token than the same row of the target's: leave "
+                "model.src_embed alone and tie only model.generator.weight and model.tgt_embed.weight"
             )
         if weight is model.src_embed.weight:
             raise NotYet(
@@ -290,77 +327,129 @@ def _as_number(got: object, device: torch.device) -> float:
 
 
 # The test batches: (labels (B, T) padded with pad_id, predictions). In the first (pad_id 0), row 1 is right up to
-# its <eos> and wrong only under padding; rows 5 and 6 predict padding's id where a real label is, or the reverse.
-# In the second, pad_id is 3 and 0 is a real token (mispredicted in row 2), so that a pad id written into the code
-# shows; it has 4 rows, not 7.
+# its <eos> and wrong only under padding; rows 2 and 6 predict padding's id where a real label is; rows 4 and 5 miss
+# the <eos> (in the last column, and before it), row 6 the first token. In the second, pad_id is 3 and 0 is a real
+# token (mispredicted in row 2), so that a pad id written into the code shows; it has 4 rows, not 7, and row 1 misses
+# its first token while no row's last column is a real label. Each mistake in _accuracy_mistakes gives another pair
+# of values on the two (a test checks it).
 _ACCURACY_BATCHES = [
     (
         [[5, 6, 7, 2], [5, 2, 0, 0], [8, 9, 2, 0], [4, 2, 0, 0], [6, 6, 6, 2], [7, 7, 2, 0], [5, 5, 2, 0]],
-        [[5, 6, 7, 2], [5, 2, 9, 9], [8, 3, 2, 0], [4, 2, 0, 0], [6, 6, 6, 5], [7, 0, 2, 0], [0, 5, 2, 0]],
+        [[5, 6, 7, 2], [5, 2, 9, 9], [8, 0, 2, 0], [4, 2, 0, 0], [6, 6, 6, 5], [7, 7, 5, 0], [0, 5, 2, 0]],
     ),
     (
-        [[5, 0, 2, 3, 3], [0, 6, 2, 3, 3], [4, 0, 1, 2, 3], [6, 2, 3, 3, 3]],
-        [[5, 0, 2, 7, 3], [0, 6, 2, 3, 3], [4, 5, 1, 2, 3], [6, 2, 0, 0, 0]],
+        [[5, 0, 2, 3, 3], [1, 6, 2, 3, 3], [4, 0, 1, 2, 3], [6, 2, 3, 3, 3]],
+        [[5, 0, 2, 7, 3], [9, 6, 2, 3, 3], [4, 5, 1, 2, 3], [6, 2, 0, 0, 0]],
     ),
 ]
+
+
+def _accuracy_mistakes(y: Tensor, p: Tensor, pad_id: int) -> list[tuple[float, str]]:
+    """Each classic mistake of sequence accuracy, as the value it gives on labels ``y`` and predictions ``p``."""
+    real, right = y != pad_id, p == y
+    fine = right | ~real  # (B, T): right, or not a real label
+    eos = 2  # the test batches' <eos>
+    under_pad = int((fine.all(1) & ~right.all(1)).nonzero()[0, 0])  # a row right but under its padding
+
+    def rows(ok: Tensor) -> float:  # the fraction of rows whose positions are all ok
+        return ok.all(1).float().mean().item()
+
+    return [
+        (float(fine.all(1).sum()), "that is the number of rows right: divide by the number of rows, B"),
+        (
+            rows(right | (p == pad_id)),
+            "the padding is looked up in the predictions: it is where the LABELS are pad_id (labels == pad_id) "
+            "that a position does not count",
+        ),
+        (
+            rows(right),
+            f"the padded positions count: row {under_pad} is right up to its <eos> and wrong only where the "
+            "label is <pad>, which the loss ignores; compare only where labels != pad_id",
+        ),
+        (
+            (right & real).sum().item() / real.sum().item(),
+            "that is token-level accuracy: a row counts only if EVERY one of its tokens is right",
+        ),
+        (right.float().mean().item(), "that is token-level accuracy, padding included: count whole rows, without pads"),
+        (
+            fine.float().mean().item(),
+            "that is token-level accuracy, with every padded position counted as right: count whole rows, a row "
+            "being right when all its real tokens are",
+        ),
+        (
+            ((right & real).sum(1) / real.sum(1)).mean().item(),
+            "that is the mean of each row's token accuracy: a row counts 1 when all its real tokens are right, "
+            "else 0, however many of them are",
+        ),
+        (
+            fine.any(1).float().mean().item(),
+            "a row counts when ANY of its positions is fine: it must be ALL of them, .all(dim=1)",
+        ),
+        (fine.all(0).float().mean().item(), ".all(dim=0) runs down the batch: a row is dim=1, .all(dim=1)"),
+        (
+            rows(right & real),
+            "a position is fine when it is right OR padded (|): with &, a padded position is never fine, so no row "
+            "with padding counts",
+        ),
+        (
+            rows(fine[:, 1:]),
+            "column 0 is skipped: the labels hold no <bos> (it is only in the decoder's input), so column 0 is the "
+            "first real token, to be predicted like the others",
+        ),
+        (
+            rows(fine[:, :-1]),
+            "the last column is left out: in the longest rows it holds <eos>, a real label the model must predict",
+        ),
+        (
+            rows(fine | (y == eos)),
+            "<eos> is left out: it is a real label (the loss trains it), and a row is right only if the model "
+            "also predicts where it ends",
+        ),
+    ]
 
 
 def check_sequence_accuracy(fn: Callable[..., Any]) -> Verdict:
     """``fn(predictions (B, T), labels (B, T), pad_id)`` returns the fraction of rows whose every non-pad label is
     predicted right (what the prediction says where the label is ``<pad>`` does not count). It is tested with two
-    batches, padded with two different ids."""
+    batches, padded with two different ids; a mistake is named only where the answer gives its value on both, since
+    on one batch of a few rows two mistakes can give the same fraction."""
+    cases: list[dict[str, Any]] = [dict(batch=0, pad_id=0), dict(batch=1, pad_id=3)]
+    answers: dict[int, float] = {}
+
+    def answer(batch: int, pad_id: int) -> float:
+        if batch not in answers:
+            y, p = (torch.tensor(rows) for rows in _ACCURACY_BATCHES[batch])
+            answers[batch] = _as_number(call(fn, p.clone(), y.clone(), pad_id), y.device)
+        return answers[batch]
+
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) < 1e-6
+
+    def expected_and_mistakes(batch: int, pad_id: int) -> tuple[float, list[tuple[float, str]]]:
+        y, p = (torch.tensor(rows) for rows in _ACCURACY_BATCHES[batch])
+        return ((p == y) | (y == pad_id)).all(1).float().mean().item(), _accuracy_mistakes(y, p, pad_id)
+
+    def gives(i: int, case: dict[str, Any]) -> bool:  # on this case, the answer gives mistake i's value
+        try:
+            got = answer(**case)
+        except NotYet:
+            return False
+        return close(got, expected_and_mistakes(**case)[1][i][0])
 
     def one(batch: int, pad_id: int) -> str:
-        y, p = (torch.tensor(rows) for rows in _ACCURACY_BATCHES[batch])
-        got = _as_number(call(fn, p.clone(), y.clone(), pad_id), y.device)
-        real = y != pad_id
-        right = p == y
-        B = y.size(0)
-        under_pad = int(((right | ~real).all(1) & ~right.all(1)).nonzero()[0, 0])  # right but under its padding
-        expected = (right | ~real).all(1).float().mean().item()
-        rows_right = int((right | ~real).all(1).sum())
-        mistakes = [
-            (rows_right, "that is the number of rows right: divide by the number of rows, B"),
-            (
-                (right | (p == pad_id)).all(1).float().mean().item(),
-                "the padding is looked up in the predictions: it is where the LABELS are pad_id (labels == pad_id) "
-                "that a position does not count",
-            ),
-            (
-                right.all(1).float().mean().item(),
-                f"the padded positions count: row {under_pad} is right up to its <eos> and wrong only where the "
-                "label is <pad>, which the loss ignores; compare only where labels != pad_id",
-            ),
-            (
-                (right & real).sum().item() / real.sum().item(),
-                "that is token-level accuracy: a row counts only if EVERY one of its tokens is right",
-            ),
-            (
-                right.float().mean().item(),
-                "that is token-level accuracy, padding included: count whole rows, without pads",
-            ),
-            (
-                (right | ~real).float().mean().item(),
-                "that is token-level accuracy, with every padded position counted as right: count whole rows, a row "
-                "being right when all its real tokens are",
-            ),
-            (
-                (right | ~real).any(1).float().mean().item(),
-                "a row counts when ANY of its positions is fine: it must be ALL of them, .all(dim=1)",
-            ),
-            (
-                (right | ~real).all(0).float().mean().item(),
-                ".all(dim=0) runs down the batch: a row is dim=1, .all(dim=1)",
-            ),
-        ]
-        for wrong, why in mistakes:
-            if abs(got - wrong) < 1e-6 and abs(wrong - expected) > 1e-6:
+        got = answer(batch, pad_id)
+        expected, mistakes = expected_and_mistakes(batch, pad_id)
+        if close(got, expected):
+            return "sequence accuracy is right: a row counts when all its real tokens are right; padding is ignored."
+        for i, (_, why) in enumerate(mistakes):
+            shows = any(not close(m[i][0], e) for e, m in (expected_and_mistakes(**c) for c in cases))
+            if shows and all(gives(i, c) for c in cases):
                 raise NotYet(why)
-        if abs(got - expected) > 1e-6:
-            raise NotYet(f"got {got:.4g}, expected {expected:.4g} ({rows_right} of the {B} rows are right)")
-        return "sequence accuracy is right: a row counts when all its real tokens are right; padding is ignored."
+        B = len(_ACCURACY_BATCHES[batch][0])
+        rows_right = round(expected * B)
+        raise NotYet(f"got {got:.4g}, expected {expected:.4g} ({rows_right} of the {B} rows are right)")
 
     def run() -> str:
-        return each_case(one, [dict(batch=0, pad_id=0), dict(batch=1, pad_id=3)])
+        return each_case(one, cases)
 
     return verdict(run)
