@@ -17,6 +17,7 @@ from course_utils.data.byte_bpe import (
     ByteBPE,
     bytes_to_unicode,
     load_gpt2_tokenizer,
+    merge_tree,
     read_gpt2_files,
     train_byte_bpe,
 )
@@ -98,6 +99,26 @@ def test_gpt2s_own_files_give_its_vocabulary(gpt2):
     assert gpt2.special_tokens == {"<|endoftext|>": 50_256}
     assert gpt2.pieces("I'll go!!  now") == ["I", "'ll", " go", "!!", " ", " now"]
     assert gpt2.bpe(gpt2.to_chars(" tokenizer")) == ["Ġtoken", "izer"]
+
+
+def test_every_token_has_one_merge_tree_each_node_a_token_of_tiktokens_made_after_its_parts(gpt2, tiktoken_gpt2):
+    """All 50,000 merged tokens: the tree's leaves spell the token, every node is a token of tiktoken's GPT-2 whose id
+    (its rank there) is above both its parts' ids: BPE learned each merge after the merges that made its parts."""
+    to_byte = {c: b for b, c in bytes_to_unicode().items()}
+
+    def checked(tree):  # the token a tree makes, its node checked against tiktoken
+        if isinstance(tree, str):
+            return tree
+        left, right = checked(tree[0]), checked(tree[1])
+        ids = [tiktoken_gpt2.encode_single_token(bytes(to_byte[c] for c in t)) for t in (left + right, left, right)]
+        assert ids[0] > max(ids[1:]), (left, right)
+        return left + right
+
+    for a, b in gpt2.ranks:
+        assert checked(merge_tree(a + b, gpt2.ranks)) == a + b
+    assert merge_tree("Ġthe", gpt2.ranks) == (("Ġ", "t"), ("h", "e"))
+    with pytest.raises(ValueError, match="is not a token"):
+        merge_tree("Ġtransformers", gpt2.ranks)  # two tokens, 'Ġtransform' and 'ers': no merge makes it
 
 
 @pytest.mark.parametrize("text", HARD, ids=lambda t: repr(t)[:30])

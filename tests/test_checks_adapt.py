@@ -12,12 +12,12 @@ from helpers import todo, verdict, verdict_rows, verdict_table_test
 from course_utils.checks import (
     check_byte_table,
     check_lora_forward,
-    check_merge_step,
+    check_merge_tree,
     check_multi_turn_mask,
     check_prompt_mask,
     check_stream_decode,
 )
-from course_utils.checks.adapt import lora_forward, merge_step, multi_turn_mask, prompt_mask, stream_decode
+from course_utils.checks.adapt import lora_forward, merge_tree, multi_turn_mask, prompt_mask, stream_decode
 from course_utils.data.byte_bpe import bytes_to_unicode
 
 HARD_CODED = "is a value written into the code"
@@ -64,85 +64,97 @@ def table_collides():
     return {b: "Ġ" if c == "Ċ" else c for b, c in bytes_to_unicode().items()}
 
 
-# --- one merge step -------------------------------------------------------------------------------------------------
+# --- a token's merge tree -------------------------------------------------------------------------------------------
 
 
-def merge_minbpe(symbols, ranks):  # minbpe's style: pairs counted, the lowest rank chosen, then a merge loop
-    pairs = set(itertools.pairwise(symbols))
-    best = min(pairs, key=lambda p: ranks.get(p, float("inf")), default=None)
-    if best is None or best not in ranks:
-        return list(symbols)
-    out, i = [], 0
-    while i < len(symbols):
-        if i < len(symbols) - 1 and symbols[i] == best[0] and symbols[i + 1] == best[1]:
-            out.append(best[0] + best[1])
-            i += 2
-        else:
-            out.append(symbols[i])
-            i += 1
-    return out
+def tree_from_merges(token, ranks):  # minbpe's style: each merge's result mapped to its pair, read back down
+    made_of = {a + b: (a, b) for a, b in ranks}
+
+    def build(t):
+        if t not in made_of:
+            return t
+        a, b = made_of[t]
+        return build(a), build(b)
+
+    return build(token)
 
 
-def merge_openai(word, ranks):  # encoder.py's bpe loop body, on a tuple
-    word = tuple(word)
-    pairs = {(word[i], word[i + 1]) for i in range(len(word) - 1)}
-    bigram = min(pairs, key=lambda pair: ranks.get(pair, float("inf")))
-    if bigram not in ranks:
-        return list(word)
-    first, second = bigram
-    new_word, i = [], 0
-    while i < len(word):
-        try:
-            j = word.index(first, i)
-        except ValueError:
-            new_word.extend(word[i:])
+def tree_as_lists(token, ranks):  # right, with lists for pairs
+    if len(token) == 1:
+        return token
+    i = next(i for i in range(1, len(token)) if (token[:i], token[i:]) in ranks)
+    return [tree_as_lists(token[:i], ranks), tree_as_lists(token[i:], ranks)]
+
+
+def tree_with_a_stack(token, ranks):  # no recursion: parts pushed and filled in
+    made_of = {a + b: (a, b) for a, b in ranks}
+    root = [token]
+    todo_list = [(root, 0)]
+    while todo_list:
+        holder, index = todo_list.pop()
+        t = holder[index]
+        if t in made_of:
+            pair = list(made_of[t])
+            holder[index] = pair
+            todo_list += [(pair, 0), (pair, 1)]
+
+    def freeze(node):
+        return node if isinstance(node, str) else tuple(freeze(n) for n in node)
+
+    return freeze(root[0])
+
+
+def leaves(tree):
+    return tree if isinstance(tree, str) else "".join(leaves(part) for part in tree)
+
+
+def _tokens(ranks):
+    return {a + b for a, b in ranks} | {c for pair in ranks for part in pair for c in part}
+
+
+def tree_first_cut_into_tokens(token, ranks):
+    if len(token) == 1:
+        return token
+    tokens = _tokens(ranks)
+    i = next(i for i in range(1, len(token)) if token[:i] in tokens and token[i:] in tokens)
+    return tree_first_cut_into_tokens(token[:i], ranks), tree_first_cut_into_tokens(token[i:], ranks)
+
+
+def tree_longest_left_token(token, ranks):  # greedy: the longest prefix that is a token, like WordPiece
+    if len(token) == 1:
+        return token
+    tokens = _tokens(ranks)
+    i = next(i for i in range(len(token) - 1, 0, -1) if token[:i] in tokens and token[i:] in tokens)
+    return tree_longest_left_token(token[:i], ranks), tree_longest_left_token(token[i:], ranks)
+
+
+def tree_last_merge_only(token, ranks):
+    return next((a, b) for a, b in ranks if a + b == token) if len(token) > 1 else token
+
+
+def tree_characters(token, ranks):
+    return tuple(token)
+
+
+def tree_leaf_in_a_tuple(token, ranks):
+    if len(token) == 1:
+        return (token,)
+    i = next(i for i in range(1, len(token)) if (token[:i], token[i:]) in ranks)
+    return tree_leaf_in_a_tuple(token[:i], ranks), tree_leaf_in_a_tuple(token[i:], ranks)
+
+
+def tree_by_encoding(token, ranks):  # right: encodes the token's string, recording each merge (in GPT-2, every token's
+    # string encodes to the token itself, and its last merge is the one pair that makes it)
+    symbols = list(token)
+    trees = list(token)
+    while len(symbols) > 1:
+        ranked = [(ranks[p], i) for i, p in enumerate(itertools.pairwise(symbols)) if p in ranks]
+        if not ranked:
             break
-        new_word.extend(word[i:j])
-        i = j
-        if word[i] == first and i < len(word) - 1 and word[i + 1] == second:
-            new_word.append(first + second)
-            i += 2
-        else:
-            new_word.append(word[i])
-            i += 1
-    return new_word
-
-
-def _merge(symbols, pair, first_only=False):
-    out, i, done = [], 0, False
-    while i < len(symbols):
-        if not done and i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
-            out.append(symbols[i] + symbols[i + 1])
-            i, done = i + 2, first_only
-        else:
-            out.append(symbols[i])
-            i += 1
-    return out
-
-
-def merge_leftmost(symbols, ranks):
-    ranked = [p for p in itertools.pairwise(symbols) if p in ranks]
-    return _merge(symbols, ranked[0]) if ranked else list(symbols)
-
-
-def merge_highest_rank(symbols, ranks):
-    ranked = [p for p in itertools.pairwise(symbols) if p in ranks]
-    return _merge(symbols, max(ranked, key=ranks.get)) if ranked else list(symbols)
-
-
-def merge_first_only(symbols, ranks):
-    ranked = [p for p in itertools.pairwise(symbols) if p in ranks]
-    return _merge(symbols, min(ranked, key=ranks.get), first_only=True) if ranked else list(symbols)
-
-
-def merge_in_place(symbols, ranks):  # right merges, written into the caller's list
-    symbols[:] = merge_step(symbols, ranks)
-    return symbols
-
-
-def merge_crashes_when_done(symbols, ranks):
-    best = min((p for p in itertools.pairwise(symbols) if p in ranks), key=ranks.get)
-    return _merge(symbols, best)
+        _, i = min(ranked)
+        symbols[i : i + 2] = [symbols[i] + symbols[i + 1]]
+        trees[i : i + 2] = [(trees[i], trees[i + 1])]
+    return trees[0] if len(trees) == 1 else tuple(trees)
 
 
 # --- the LoRA forward -----------------------------------------------------------------------------------------------
@@ -338,14 +350,14 @@ VERDICTS = [
         ],
     ),
     *verdict_rows(
-        check_merge_step,
-        right=[merge_step, merge_minbpe, merge_openai],
+        check_merge_tree,
+        right=[merge_tree, tree_from_merges, tree_as_lists, tree_with_a_stack, tree_by_encoding],
         wrong=[
-            (merge_leftmost, "leftmost pair"),
-            (merge_highest_rank, "highest rank number"),
-            (merge_first_only, "only the first occurrence"),
-            (merge_in_place, "changed its input symbols in place"),
-            (merge_crashes_when_done, "min() arg is an empty sequence"),
+            (tree_first_cut_into_tokens, "is cut as 'Ġ' + 'the': both are tokens, but ('Ġ', 'the') is not a merge"),
+            (tree_longest_left_token, "is cut as 'Ġth' + 'e': both are tokens"),
+            (tree_last_merge_only, "the last merge only"),
+            (tree_characters, "its characters side by side"),
+            (tree_leaf_in_a_tuple, "a leaf, returned as itself"),
             (todo, "not written yet"),
         ],
     ),
@@ -407,7 +419,7 @@ test_each_answer_gets_its_verdict = verdict_table_test(VERDICTS)
 def test_an_unwritten_stub_is_not_attempted(capsys):
     for check in (
         check_byte_table,
-        check_merge_step,
+        check_merge_tree,
         check_lora_forward,
         check_prompt_mask,
         check_multi_turn_mask,
@@ -425,14 +437,16 @@ def test_the_references_agree_with_the_package():
     from course_utils.model.lora import LoRALinear
 
     tok = load_gpt2_tokenizer()
-    chars = tok.to_chars(" transformers")
-    symbols = list(chars)
-    while True:
-        merged = merge_step(symbols, tok.ranks)
-        if merged == symbols:
-            break
-        symbols = merged
-    assert symbols == tok.bpe(chars)
+    for token in tok.bpe(tok.to_chars(" transformers unbelievable")):  # each token's tree: its pairs are merges
+        tree = merge_tree(token, tok.ranks)
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, tuple):
+                left, right = node
+                assert (leaves(left), leaves(right)) in tok.ranks
+                stack += [left, right]
+        assert leaves(tree) == token
     layer = LoRALinear(torch.nn.Linear(6, 4), r=2, alpha=3.0)
     torch.nn.init.normal_(layer.lora_B)
     x = torch.randn(3, 6)
@@ -446,5 +460,5 @@ def test_the_references_agree_with_the_package():
 
 
 def test_a_right_answer_reports_success(capsys):
-    ok, out = verdict(check_merge_step, merge_step, capsys)
-    assert ok and "lowest-ranked pair" in out
+    ok, out = verdict(check_merge_tree, merge_tree, capsys)
+    assert ok and "each token cut where the cut is a merge" in out

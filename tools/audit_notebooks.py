@@ -108,7 +108,7 @@ TAUGHT_IN = {
     "11": ["average_gradients", "shard", "spawn", "backend_for", "same_on_every_rank", "load_checkpoint", "CheckpointMismatch"],
     "12": [
         "ByteBPE", "bytes_to_unicode", "GPT2_PATTERN", "gpt2_files", "load_gpt2_tokenizer", "learn_bpe_incremental",
-        "learn_merges", "train_byte_bpe", "BYTE_GPT", "pretraining_texts", "LoRALinear", "add_lora", "merge_lora",
+        "learn_merges", "merge_tree", "train_byte_bpe", "BYTE_GPT", "pretraining_texts", "LoRALinear", "add_lora", "merge_lora",
         "lora_parameters", "ChatTemplate", "IGNORE", "encode_example", "mask_prompt", "pad_examples", "instruction_pairs",
         "SequenceClassifier",
     ],

@@ -22,7 +22,7 @@ from ._core import Verdict
 from .adapt import (
     check_byte_table,
     check_lora_forward,
-    check_merge_step,
+    check_merge_tree,
     check_multi_turn_mask,
     check_prompt_mask,
     check_stream_decode,
@@ -88,7 +88,7 @@ __all__ = [
     "check_lora_forward",
     "check_masked_mean",
     "check_merge_heads",
-    "check_merge_step",
+    "check_merge_tree",
     "check_multi_turn_mask",
     "check_ngram_matches",
     "check_padding_mask",

@@ -1,4 +1,4 @@
-"""Checkers for chapter 12: adapting a pretrained model (GPT-2's byte table, one merge step by rank, the LoRA forward,
+"""Checkers for chapter 12: adapting a pretrained model (GPT-2's byte table, a token's merge tree, the LoRA forward,
 the loss mask of an instruction and of a conversation, bytes decoded as a stream)."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..data.bpe import merge_pair
-from ..data.byte_bpe import bytes_to_unicode
+from ..data.byte_bpe import bytes_to_unicode, merge_tree
 from ..training.instruct import IGNORE
 from ..training.instruct import mask_prompt as prompt_mask  # the reference: one example's mask
 from ._core import NotWritten, NotYet, Verdict, backpropagates, call, each_case, name_mistake, same, verdict
@@ -20,7 +19,7 @@ from ._core import NotWritten, NotYet, Verdict, backpropagates, call, each_case,
 __all__ = [
     "check_byte_table",
     "check_lora_forward",
-    "check_merge_step",
+    "check_merge_tree",
     "check_multi_turn_mask",
     "check_prompt_mask",
     "check_stream_decode",
@@ -83,62 +82,95 @@ def check_byte_table(fn: Callable[[], Any]) -> Verdict:
     return verdict(run)
 
 
-def merge_step(symbols: list[str], ranks: dict[tuple[str, str], int]) -> list[str]:
-    """One step of GPT-2's ``bpe``: of the adjacent pairs that have a rank, the lowest-ranked one is merged wherever
-    it occurs, left to right (``a a a`` with the pair ``a a`` becomes ``aa a``); no ranked pair: unchanged."""
-    ranked = [pair for pair in pairwise(symbols) if pair in ranks]
-    if not ranked:
-        return list(symbols)
-    return merge_pair(symbols, min(ranked, key=ranks.__getitem__))
+def _as_tree(value: Any) -> Any:
+    """An answer's tree with lists read as pairs (``[a, b]`` is ``(a, b)``), so either is accepted."""
+    if isinstance(value, list | tuple):
+        return tuple(_as_tree(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
-def _merge_first(symbols: list[str], pair: tuple[str, str]) -> list[str]:
-    """``pair`` merged at its first occurrence only: a classic mistake."""
-    i = next(i for i, adjacent in enumerate(pairwise(symbols)) if adjacent == pair)
-    return [*symbols[:i], pair[0] + pair[1], *symbols[i + 2 :]]
+def _leaves(tree: Any) -> str:
+    return tree if isinstance(tree, str) else "".join(_leaves(t) for t in tree)
 
 
-def check_merge_step(fn: Callable[..., Any]) -> Verdict:
-    """``fn(symbols, ranks)``: one merge step by rank, as ``merge_step`` does."""
+def _leaves_wrapped(tree: Any) -> Any:
+    """A tree with each leaf in a tuple of its own (``'a'`` -> ``('a',)``): a classic mistake."""
+    return (tree,) if isinstance(tree, str) else tuple(_leaves_wrapped(t) for t in tree)
 
-    def one(word: str, ranks: dict[tuple[str, str], int]) -> str:
-        symbols = list(word)
-        got = call(fn, symbols, dict(ranks))
-        expected = merge_step(symbols, ranks)
-        if isinstance(got, tuple):
-            got = list(got)  # pyright: ignore[reportUnknownArgumentType]
-        if not isinstance(got, list) or not all(isinstance(s, str) for s in got):  # pyright: ignore[reportUnknownVariableType]
-            raise NotYet(f"return a list of str, the symbols after the merge; got {type(got).__name__}")
+
+def _cut_into_tokens(token: str, ranks: dict[tuple[str, str], int], from_right: bool) -> Any:
+    """The classic mistake: the first cut (from the left, or from the right) into two strings that are both tokens,
+    whether or not that pair is a merge."""
+    tokens = {a + b for a, b in ranks} | {c for pair in ranks for part in pair for c in part}
+    if len(token) == 1:
+        return token
+    for i in range(len(token) - 1, 0, -1) if from_right else range(1, len(token)):
+        if token[:i] in tokens and token[i:] in tokens:
+            return _cut_into_tokens(token[:i], ranks, from_right), _cut_into_tokens(token[i:], ranks, from_right)
+    return token
+
+
+def check_merge_tree(fn: Callable[..., Any]) -> Verdict:
+    """``fn(token, ranks)``: the token's merge tree, as ``merge_tree`` builds it."""
+
+    def one(token: str, ranks: dict[tuple[str, str], int]) -> str:
+        got = _as_tree(call(fn, token, dict(ranks)))
+        expected = merge_tree(token, ranks)
         if got == expected:
-            return "one merge step is right: the lowest-ranked pair, merged wherever it occurs."
-        ranked = [pair for pair in pairwise(symbols) if pair in ranks]
-        best = min(ranked, key=ranks.__getitem__) if ranked else None
-        named: list[tuple[list[str], str]] = []
-        if best is not None:
-            worst = max(ranked, key=ranks.__getitem__)
-            named += [
-                (merge_pair(symbols, worst), "it merges the pair with the highest rank number; rank 0 is the merge "
-                 "learned first, the most frequent one, and it goes first: take the minimum rank"),
-                (merge_pair(symbols, ranked[0]), "it merges the leftmost pair that has a rank; GPT-2 merges the pair "
-                 "of lowest rank wherever it is in the word"),
-                (_merge_first(symbols, best), "only the first occurrence of the pair is merged; "
-                 "merge it everywhere it occurs, left to right, in one step"),
-            ]  # fmt: skip
-        for buggy, message in named:
-            if got == buggy and buggy != expected:
-                raise NotYet(f"in {' '.join(symbols)}: {message}")
-        return_what = "unchanged, since no pair of it has a rank" if best is None else f"with {best} merged"
-        raise NotYet(f"{symbols} with ranks {ranks} gives {got}; expected {expected} ({return_what})")
+            return "the merge tree is right: each token cut where the cut is a merge, down to single characters."
+        if len(token) == 1:
+            raise NotYet(f"{token!r} gives {got!r}: a token of one character is a leaf, returned as itself")
+        top = expected if isinstance(expected, str) else (_leaves(expected[0]), _leaves(expected[1]))
+        if isinstance(got, str):
+            raise NotYet(
+                f"{token!r} gives the string {got!r}: return the token itself only when it is one character; "
+                f"otherwise a pair (left, right), here the trees of {top[0]!r} and {top[1]!r}"
+            )
+        if not (isinstance(got, tuple) and all(isinstance(part, str | tuple) for part in got)):  # pyright: ignore[reportUnknownArgumentType]
+            raise NotYet(
+                f"{token!r} gives a {type(got).__name__}: return a str (one character) or a pair (left, right) of trees"
+            )
+        if got == _leaves_wrapped(expected):
+            raise NotYet(
+                f"{token!r} gives {got}: a token of one character is a leaf, returned as itself (the str), "
+                "not in a tuple of its own"
+            )
+        if got == tuple(token):
+            raise NotYet(
+                f"{token!r} gives its characters side by side, {got}: a tree nests its merges, one pair per merge; "
+                f"here the last merge joined {top[0]!r} and {top[1]!r}"
+            )
+        if got == top:
+            raise NotYet(
+                f"{token!r} gives {got}, the last merge only: {top[0]!r} and {top[1]!r} are tokens made by merges too, "
+                "so each part is a tree built the same way (call your function on each part)"
+            )
+        for wrong_cut in (_cut_into_tokens(token, ranks, from_right) for from_right in (False, True)):
+            if got != wrong_cut or wrong_cut == expected:
+                continue
+            a, b = _leaves(wrong_cut[0]), _leaves(wrong_cut[1])
+            raise NotYet(
+                f"{token!r} is cut as {a!r} + {b!r}: both are tokens, but ({a!r}, {b!r}) is not a merge, so GPT-2 did "
+                f"not make {token!r} from them. Of the ways to cut a token in two, keep the one whose pair is in ranks "
+                f"(here {top[0]!r} + {top[1]!r})"
+            )
+        if len(got) == 2 and _leaves(got) == token:  # pyright: ignore[reportUnknownArgumentType]
+            raise NotYet(f"{token!r} gives {got}; expected {expected}: every pair in the tree is a merge in ranks")
+        raise NotYet(f"{token!r} gives {got}; expected {expected}")
 
     def run() -> str:
-        ranks = {("Ġ", "l"): 3, ("o", "w"): 0, ("e", "r"): 4, ("l", "o"): 2}
+        ranks = {
+            ("h", "e"): 0, ("Ġ", "t"): 1, ("Ġt", "he"): 2, ("t", "he"): 3, ("Ġt", "h"): 4, ("l", "o"): 5,
+            ("lo", "w"): 6, ("e", "r"): 7, ("Ġ", "low"): 8, ("Ġlow", "er"): 9,
+        }  # fmt: skip
         return each_case(
             one,
             [
-                dict(word="Ġlower", ranks=ranks),
-                dict(word="banana", ranks={("n", "a"): 1, ("a", "n"): 0}),
-                dict(word="aaab", ranks={("a", "b"): 1, ("a", "a"): 0}),
-                dict(word="xyz", ranks=ranks),
+                dict(token="Ġthe", ranks=ranks),
+                dict(token="Ġlower", ranks=ranks),
+                dict(token="the", ranks=ranks),
+                dict(token="x", ranks=ranks),
+                dict(token="aaaa", ranks={("a", "a"): 0, ("aa", "a"): 1, ("aa", "aa"): 2}),
             ],
         )
 

@@ -3,7 +3,7 @@
 - ``tokenizers``: the ``Tokenizer`` protocol every tokenizer follows (special ids 0-3), ``CharTokenizer``
 - ``bpe``: byte-pair encoding, ``learn_bpe`` (readable) and ``learn_bpe_fast``, ``BPETokenizer``
 - ``merges``: BPE merges learned with incremental pair counts, ``learn_merges``, ``learn_bpe_incremental``
-- ``byte_bpe``: GPT-2's byte-level BPE rebuilt, ``ByteBPE``, ``load_gpt2_tokenizer``, ``train_byte_bpe``
+- ``byte_bpe``: GPT-2's byte-level BPE rebuilt, ``ByteBPE``, ``load_gpt2_tokenizer``, ``merge_tree``, ``train_byte_bpe``
 - ``pairs``: string-pair tasks: ``reversal_pairs``, ``encode_pairs``, ``random_batches``
 - ``dates``: chapter 06's date-normalisation task, ``DateTask``
 - ``text``: files downloaded once and checked (``DataFile``, ``fetch``), Tiny Shakespeare, ``random_windows``
@@ -13,7 +13,15 @@
 """
 
 from .bpe import BPETokenizer, learn_bpe, learn_bpe_fast, merge_pair, pretokenize
-from .byte_bpe import GPT2_PATTERN, ByteBPE, bytes_to_unicode, gpt2_files, load_gpt2_tokenizer, train_byte_bpe
+from .byte_bpe import (
+    GPT2_PATTERN,
+    ByteBPE,
+    bytes_to_unicode,
+    gpt2_files,
+    load_gpt2_tokenizer,
+    merge_tree,
+    train_byte_bpe,
+)
 from .dates import DateTask
 from .instructions import instruction_pairs, pretraining_texts
 from .merges import learn_bpe_incremental, learn_merges
@@ -43,6 +51,7 @@ __all__ = [
     "load_multi30k",
     "load_tiny_shakespeare",
     "merge_pair",
+    "merge_tree",
     "pretokenize",
     "pretraining_texts",
     "random_batches",

@@ -22,7 +22,7 @@ import json
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import regex
 from torch import Tensor
@@ -31,7 +31,15 @@ from .bpe import merge_pair
 from .merges import learn_merges
 from .text import DataFile, fetch
 
-__all__ = ["GPT2_PATTERN", "ByteBPE", "bytes_to_unicode", "gpt2_files", "load_gpt2_tokenizer", "train_byte_bpe"]
+__all__ = [
+    "GPT2_PATTERN",
+    "ByteBPE",
+    "bytes_to_unicode",
+    "gpt2_files",
+    "load_gpt2_tokenizer",
+    "merge_tree",
+    "train_byte_bpe",
+]
 
 # GPT-2's pre-tokenizer: contractions, letters, numbers, other characters, each with one optional space before it;
 # then whitespace, keeping the last space of a run for the word after it. \p{L} is any letter, \p{N} any number.
@@ -61,6 +69,22 @@ def bytes_to_unicode() -> dict[int, str]:
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     others = [b for b in range(256) if b not in printable]
     return {**{b: chr(b) for b in printable}, **{b: chr(256 + n) for n, b in enumerate(others)}}
+
+
+MergeTree: TypeAlias = str | tuple["MergeTree", "MergeTree"]  # a token, or the pair of trees merged into it
+
+
+def merge_tree(token: str, ranks: Mapping[tuple[str, str], int]) -> MergeTree:
+    """How BPE made ``token`` (drawn as ``to_chars`` draws it): the token itself if it is one character, else the
+    pair ``(left, right)`` of the trees of the two tokens whose merge made it: ``"Ġthe"`` -> ``(("Ġ", "t"),
+    ("h", "e"))`` with GPT-2's ranks. Each token above the 256 bytes is the result of one merge, so exactly one cut of
+    ``token`` into ``a + b`` has ``(a, b)`` in ``ranks``. Raises ``ValueError`` for a string that no merge made."""
+    if len(token) == 1:
+        return token
+    for i in range(1, len(token)):
+        if (token[:i], token[i:]) in ranks:
+            return merge_tree(token[:i], ranks), merge_tree(token[i:], ranks)
+    raise ValueError(f"{token!r} is not a token: no merge in ranks makes it, nor is it one character")
 
 
 class ByteBPE:

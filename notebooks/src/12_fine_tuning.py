@@ -84,6 +84,7 @@ from course_utils import (
     mask_prompt,
     merge_lora,
     merge_pair,
+    merge_tree,
     pad_batch,
     pad_examples,
     pretraining_texts,
@@ -95,7 +96,7 @@ from course_utils import (
 from course_utils.checks import (
     check_byte_table,
     check_lora_forward,
-    check_merge_step,
+    check_merge_tree,
     check_multi_turn_mask,
     check_prediction,
     check_prompt_mask,
@@ -195,29 +196,7 @@ print(f"{len(ranks):,} merges")
 print("the first 6 merges GPT-2 learned:", [pair for pair, _ in sorted(ranks.items(), key=lambda kv: kv[1])[:6]])
 
 # %% [markdown]
-# **Your turn: one merge step.** Write `my_merge_step(symbols, ranks)`: `symbols` is a list of strings, `ranks` a
-# dict from pairs to ranks. Return a *new* list in which the adjacent pair of lowest rank is merged at every place it
-# occurs, scanning left to right (so `a a a` with the pair `(a, a)` becomes `aa a`); if no adjacent pair has a rank,
-# return the symbols unchanged. Chapter 08's `merge_pair(symbols, pair)` (imported above) does the merging; choosing
-# the pair is yours.
-
-
-# %% tags=["exercise"]
-def my_merge_step(symbols, ranks):
-    ### BEGIN SOLUTION
-    pairs = [(symbols[i], symbols[i + 1]) for i in range(len(symbols) - 1)]  # adjacent pairs
-    ranked = [pair for pair in pairs if pair in ranks]
-    if not ranked:
-        return list(symbols)
-    best = min(ranked, key=lambda pair: ranks[pair])  # the lowest rank: learned first
-    return merge_pair(symbols, best)  # chapter 08's: every occurrence, left to right
-    ### END SOLUTION
-
-
-check_merge_step(my_merge_step)
-
-# %% [markdown]
-# That step, repeated until no adjacent pair is a merge, encodes a piece. Here is `" transformers"` from its 13
+# The step, repeated until no adjacent pair is a merge, encodes a piece. Here is `" transformers"` from its 13
 # characters to GPT-2's tokens, one line per step (the merging itself by chapter 08's `merge_pair`), and the
 # package's answer below:
 
@@ -232,6 +211,67 @@ while True:
     print(f"rank {ranks[best]:5}: {best} -> {symbols}")
 print("the package:", gpt2_tokenizer.bpe(gpt2_tokenizer.to_chars(" transformers")))
 print("ids:", gpt2_tokenizer.encode(" transformers"))
+
+# %% [markdown]
+# **Your turn: a token's merge tree.** Now the other way: from a token back to the merges that built it. Every
+# token above the 256 bytes is the result of one merge of two tokens learned earlier, and those of merges before
+# them, down to single characters. Write `my_merge_tree(token, ranks)`: a token, drawn as above (`"Ġthe"`), and the
+# ranks in; out, the token itself if it is one character, else the pair `(left, right)` of the trees of the two
+# tokens whose merge made it. With the ranks `{("l", "o"): 0, ("lo", "w"): 1}`, `"low"` gives `(("l", "o"), "w")`.
+# Careful: a token can often be cut into two tokens in more than one place (`"Ġthe"` into `"Ġ"` + `"the"`, and into
+# `"Ġt"` + `"he"`); only the cut whose pair is in `ranks` is the merge that made it.
+
+
+# %% tags=["exercise"]
+def my_merge_tree(token, ranks):
+    ### BEGIN SOLUTION
+    if len(token) == 1:
+        return token  # a byte: a leaf
+    for i in range(1, len(token)):
+        left, right = token[:i], token[i:]
+        if (left, right) in ranks:  # the one cut that is a merge
+            return my_merge_tree(left, ranks), my_merge_tree(right, ranks)
+    raise ValueError(f"no merge makes {token!r}")
+    ### END SOLUTION
+
+
+check_merge_tree(my_merge_tree)
+
+# %% [markdown]
+# The package's `merge_tree` is the same. Here is the tree of `"Ġtransform"`, the first of the two tokens above, one
+# line per token with the rank of the merge that made it, its two parts indented below it:
+
+
+# %%
+def spelled(tree):  # the token a tree makes: its leaves, joined
+    return tree if isinstance(tree, str) else spelled(tree[0]) + spelled(tree[1])
+
+
+def show_tree(tree, depth=0):
+    if isinstance(tree, str):
+        print("    " * depth + repr(tree))
+        return
+    left, right = tree
+    print("    " * depth + f"{spelled(tree)!r}  rank {ranks[spelled(left), spelled(right)]}")
+    show_tree(left, depth + 1)
+    show_tree(right, depth + 1)
+
+
+show_tree(merge_tree("Ġtransform", ranks))
+
+# %% [markdown]
+# Read it bottom up and the ranks only grow: `"Ġt"` is rank 0, the very first merge GPT-2 learned, and
+# `"Ġtransform"` (rank 5,865) comes last: the merges of the steps above that built it, in the order they ran. That
+# holds for every merge GPT-2 learned, as it must: a pair can only be counted once both of its tokens
+# exist. It is also the answer to chapter 08's question of why encoding by rank gives what replaying the whole list
+# gives. The next cell checks all 50,000 merges:
+
+# %%
+made_by = {a + b: rank for (a, b), rank in ranks.items()}  # each merge's token -> the merge's rank
+print(f"{len(ranks):,} merges make {len(made_by):,} different tokens: one merge per token")
+after_parts = sum(all(made_by.get(part, -1) < rank for part in pair) for pair, rank in ranks.items())
+print(f"merges learned after the merges that made both their parts: {after_parts:,} of {len(ranks):,}")
+assert len(made_by) == len(ranks) == after_parts
 
 # %% [markdown]
 # ### The proof: the same ids as GPT-2's own tokenizers
