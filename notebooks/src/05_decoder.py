@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 5 of 10 · previous: [04 · The encoder](04_encoder.ipynb) ·
+# *Transformers from Scratch*, Part I, chapter 5 of 10 · previous: [04 · The encoder](04_encoder.ipynb) ·
 # next: [06 · The full Transformer](06_transformer.ipynb)
 #
 # The encoder reads the source; the decoder **writes** the target, one token at a time, looking back at
@@ -142,7 +142,8 @@ assert (moved["without a mask"][:4] > 0).all(), "unmasked: every earlier output 
 # only the rewritten positions 4 and 5 move. Nothing else in the layer mixes positions: the masked scores are
 # $-\infty$, so the softmax gives them weight exactly 0, and LayerNorm and the feed-forward network work on each
 # position alone. Without the mask, each of positions 0–3 moves: every position depends on the future. The same test on a whole
-# (untrained) `Transformer`, the complete model of section 6, is among `course_utils`'s unit tests.
+# (untrained) `Transformer`, the complete model of section 6, is one of the repository's tests
+# (`test_changing_future_target_tokens_never_changes_earlier_logits` in `tests/test_model.py`).
 #
 # ## 3. Cross-attention: who asks whom
 #
@@ -161,15 +162,16 @@ print("weights", tuple(weights.shape), "= (B, h, T_target, S_source)")
 # %% [markdown]
 # ### The swapped bug
 #
-# Some tutorials take the queries from the encoder. With different lengths the shapes catch it (the output
-# would have the source's length 7). With **equal** lengths everything runs, and the model is silently broken:
+# Some tutorials take the queries from the encoder. With different lengths the shapes usually catch it (the output
+# would have the source's length 7; only a target of one token, $T = 1$, broadcasts without an error, as the end of
+# the cell below shows, so greedy decoding would fail at its second step, not its first). With **equal** lengths everything runs, and the model is silently broken:
 # each output position now mixes target tokens from **all** positions, the future included, through the
 # back door of cross-attention. The causal mask on self-attention cannot help. Measured with the same test
 # as in section 2. `course_utils.DecoderLayer` computes each sublayer in one method made to be overridden, as
 # PyTorch's own layers do (`_sa_block`, `_mha_block`, `_ff_block`): `cross_attention_block(x, memory, src_mask,
 # cache)` is attention, then dropout (section 4 writes the whole layer out). The bug is a subclass that overrides only
-# that method; `cache` serves fast decoding, unused here (it also drops the source mask, which this test does not
-# need):
+# that method (`cache` serves fast decoding, unused here). The subclass also drops the source mask, which this test
+# does not need:
 
 
 # %%
@@ -193,6 +195,9 @@ for name, layer in (("queries from the decoder", right), ("queries from the enco
     print(f"{name}: largest change of outputs 0-3 when 4-5 change = {moved[name]:.2e}")
 assert moved["queries from the decoder"] == 0, "the right layer never sees the future"
 assert moved["queries from the encoder"] > 1e-3, "the swapped layer leaks it"
+one = swapped(y[:, :1], memory, tgt_mask=causal_mask(1))  # T = 1, S = 6: (B, 1, d) + (B, S, d) broadcasts
+print("T = 1, S = 6: the swapped layer runs and returns", tuple(one.shape), "= (B, S, d_model), the source's length")
+assert one.shape == (1, 6, 16)
 
 # %% [markdown]
 # The swapped layer leaks the future even though its self-attention is masked: in training it would learn to
@@ -326,6 +331,7 @@ print("logits:", tuple(logits.shape), "= (B, T, V); next-token probabilities of 
 manual = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=tok.pad_id)
 torch.testing.assert_close(seq2seq_loss(model, src, tgt, tok.pad_id), manual)
 uniform = torch.log(torch.tensor(float(tok.vocab_size))).item()
+# model.generator is the output projection, d_model -> V logits (the name the Annotated Transformer gave it)
 print(f"output projection: weights with standard deviation {model.generator.weight.std().item():.2f}")
 print(f"largest |logit| of the untrained model: {logits.abs().max().item():.2f}")
 print(
@@ -356,7 +362,8 @@ assert abs(manual.item() - uniform) < 0.1, "an untrained model should score abou
 # Training uses `train` and `TrainConfig` from chapter 02: AdamW, gradient clipping at norm `grad_clip`, and a
 # learning rate that warms up linearly for `warmup_steps` steps and then decays along a cosine to a tenth of
 # `lr` (`schedule="cosine"`). Label smoothing stays off (`label_smoothing=0.0`; chapter 06 explains it), and
-# `amp` only matters on a GPU, where the forward pass then runs in bfloat16.
+# `amp` only matters on a GPU, where the forward pass then runs in a 16-bit format (chapter 02: bfloat16, or float16
+# with a gradient scaler on a GPU without it, such as Colab's free T4).
 
 # %% tags=["nbval-ignore-output"]
 set_seed(0)
@@ -471,7 +478,7 @@ attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="
 #
 # {{EXERCISES}}
 #
-# **Exercise 1: a prefix-LM mask.** Some decoder-only models (T5's prefix LM, UniLM, PaLI) read a prompt, the
+# **Exercise 1: a prefix-LM mask.** Some decoder-only models (T5's prefix LM, UniLM, PaliGemma) read a prompt, the
 # **prefix**, in both directions, like an encoder, and write the rest causally, like a decoder. Query position $i$
 # may attend to key position $j$ when $j$ lies in the prefix ($j < P$) **or** $j \le i$. The prefix never sees past
 # its own end, and the positions after it see the whole prefix and their own past. Write
@@ -480,8 +487,9 @@ attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="
 # $P = T$ no mask at all.
 #
 # *Hint:* build the causal part `(T, T)` and the "key in the prefix" part `(B, 1, T)` by comparing
-# `torch.arange(size)` with `prefix_len[:, None, None]`; an `|` of the two broadcasts to `(B, T, T)`; then add
-# the head axis with `[:, None]`.
+# `torch.arange(size, device=prefix_len.device)` with `prefix_len[:, None, None]`; an `|` of the two broadcasts to
+# `(B, T, T)`; then add the head axis with `[:, None]`. (`device=prefix_len.device` builds the positions where the
+# lengths are: on a GPU, in Colab, the comparison fails with tensors on two devices. The checker tries that too.)
 
 
 # %% tags=["exercise"]
@@ -525,10 +533,12 @@ check_teacher_forcing_batch(my_teacher_forcing_batch)
 #
 # Then train it with the roles swapped in cross-attention: build the `Transformer`, and turn each of its
 # decoder layers into the `SwappedDecoderLayer` of section 3
-# (`for layer in model.decoder.layers: layer.__class__ = SwappedDecoderLayer`). Here $S = 8$ but the decoder
+# (`for layer in model.decoder.layers: layer.__class__ = SwappedDecoderLayer`: each layer keeps its weights and
+# takes the subclass's methods). Here $S = 8$ but the decoder
 # reads $T = 9$ tokens, so the shapes catch the bug at the first step: try it, and read the error. To see the
 # silent leak, make $S = T$: pad every source with one `<pad>`
-# (`src_ids = F.pad(src_ids, (0, 1), value=tok.pad_id)`) and train again. What happens to the teacher-forced
+# (`src_ids = F.pad(src_ids, (0, 1), value=tok.pad_id)`: `F.pad` adds 0 columns on the left and 1 on the right) and
+# train again. What happens to the teacher-forced
 # loss? And to greedy decoding, where the decoder's input grows one token at a time?
 #
 # <details><summary>What to expect</summary>
