@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 1 of 10 · next: [02 · Multi-head attention](02_multi_head_attention.ipynb)
+# *Transformers from Scratch*, Part I, chapter 1 of 10 · next: [02 · Multi-head attention](02_multi_head_attention.ipynb)
 #
 # Attention is the one idea the Transformer is built on: every position of a sequence looks at
 # every other position and takes what it needs. In this chapter you build it from nothing.

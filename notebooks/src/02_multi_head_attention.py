@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 2 of 10 · previous: [01 · Attention](01_attention.ipynb) ·
+# *Transformers from Scratch*, Part I, chapter 2 of 10 · previous: [01 · Attention](01_attention.ipynb) ·
 # next: [03 · Positional encoding](03_positional_encoding.ipynb)
 #
 # One attention gives every position one weighted average of the others: one question asked, one answer.

@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 3 of 10 · previous: [02 · Multi-head attention](02_multi_head_attention.ipynb) ·
+# *Transformers from Scratch*, Part I, chapter 3 of 10 · previous: [02 · Multi-head attention](02_multi_head_attention.ipynb) ·
 # next: [04 · The encoder](04_encoder.ipynb)
 #
 # Attention compares contents, never places: to it, "the dog bit the man" and "the man bit the dog" are

@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 4 of 10 · previous: [03 · Positional encoding](03_positional_encoding.ipynb) ·
+# *Transformers from Scratch*, Part I, chapter 4 of 10 · previous: [03 · Positional encoding](03_positional_encoding.ipynb) ·
 # next: [05 · The decoder](05_decoder.ipynb)
 #
 # An encoder layer is multi-head self-attention followed by a small feed-forward network, each wrapped in a

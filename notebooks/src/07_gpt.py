@@ -8,7 +8,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 7 of 10 · previous: [06 · The full Transformer](06_transformer.ipynb) ·
+# *Transformers from Scratch*, Part I, chapter 7 of 10 · previous: [06 · The full Transformer](06_transformer.ipynb) ·
 # next: [08 · Translating real sentences](08_translation.ipynb)
 #
 # Drop the encoder, drop cross-attention, keep the causal decoder, and train it to predict the next character

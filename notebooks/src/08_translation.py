@@ -8,7 +8,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 8 of 10 · previous: [07 · A GPT on Shakespeare](07_gpt.ipynb) ·
+# *Transformers from Scratch*, Part I, chapter 8 of 10 · previous: [07 · A GPT on Shakespeare](07_gpt.ipynb) ·
 # next: [09 · The bug lab](09_bug_lab.ipynb)
 #
 # The Transformer of *Attention Is All You Need* is a translator. Chapter 06 trained it on a synthetic task;

@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 9 of 10 · previous: [08 · Translating real sentences](08_translation.ipynb) ·
+# *Transformers from Scratch*, Part I, chapter 9 of 10 · previous: [08 · Translating real sentences](08_translation.ipynb) ·
 # next: [10 · GPT-2 and Llama](10_gpt2_and_llama.ipynb)
 #
 # Most Transformer bugs raise no error. The code runs, the loss falls, and the model is quietly wrong. Each

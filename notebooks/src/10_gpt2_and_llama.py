@@ -3,7 +3,7 @@
 #
 # {{COLAB_BADGE}}
 #
-# *Transformers from Scratch*, chapter 10 of 10 · previous: [09 · The bug lab](09_bug_lab.ipynb) ·
+# *Transformers from Scratch*, Part I, chapter 10 of 10 · previous: [09 · The bug lab](09_bug_lab.ipynb) ·
 # next, Part II: [11 · Beyond one GPU](11_distributed.ipynb)
 #
 # Chapter 07 built a GPT that nobody outside this course uses. How does it relate to the models everyone talks
