@@ -43,6 +43,14 @@ def test_a_heading_in_a_code_cell_is_found():
     assert audit.headings_in_code("00", [code("# a comment\nx = 1  # ## not at a line start")]) == []
 
 
+def test_latex_that_lost_its_backslash_is_found():
+    lost = markdown("of order $1/\\sqrt{d_{\text{model}}}$\nand $\frac{1}{2}$")  # a tab; a form feed, a line below
+    assert [f.kind for f in audit.control_characters("x", [lost])] == [
+        "a control character in Markdown (a LaTeX backslash lost?)"
+    ] * 2
+    assert audit.control_characters("x", [markdown("$\\sqrt{d_{\\text{model}}}$, a table | a | b |")]) == []
+
+
 def test_sections_out_of_order_are_found():
     assert audit.section_order("00", [markdown("## 1. A\n\n## 2. B"), markdown("## Pitfalls")]) == []
     findings = audit.section_order("00", [markdown("## 1. A"), markdown("## 3. C\n\n## 4. D")])

@@ -157,6 +157,21 @@ def headings_in_code(name: str, cells: list[dict]) -> list[Finding]:
     ]
 
 
+# A tab, backspace, form feed, vertical tab or carriage return in Markdown is almost always LaTeX that lost its
+# backslash to a string escape (\text -> a tab and "ext", \frac -> a form feed and "rac", \beta -> a backspace).
+CONTROL = re.compile(r"[\t\b\f\v\r]")
+
+
+def control_characters(name: str, cells: list[dict]) -> list[Finding]:
+    return [
+        Finding(name, i, "a control character in Markdown (a LaTeX backslash lost?)", repr(line.strip())[:80])
+        for i, cell in enumerate(cells)
+        if cell["cell_type"] == "markdown"
+        for line in _source(cell).split("\n")
+        if CONTROL.search(line)
+    ]
+
+
 def section_order(name: str, cells: list[dict]) -> list[Finding]:
     findings, expected = [], 1
     for i, cell in enumerate(cells):
@@ -337,8 +352,8 @@ def audit(path: Path) -> list[Finding]:
     cells = json.loads(path.read_text())["cells"]
     name = path.stem
     checks = (
-        headings_in_code, section_order, unsupported_numbers, forward_references, comparisons_without_spread,
-        unchecked_speed_claims,
+        headings_in_code, control_characters, section_order, unsupported_numbers, forward_references,
+        comparisons_without_spread, unchecked_speed_claims,
     )  # fmt: skip
     return [finding for check in checks for finding in check(name, cells)]
 

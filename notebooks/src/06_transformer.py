@@ -158,9 +158,9 @@ for name, embedding in (
 # Why multiply at all, if the initialisation then divides by the same factor? Because the paper shares one matrix
 # between the embeddings and the output projection (weight tying: Exercise 1 does it). A logit is the dot product of
 # the decoder's output, whose entries are of order 1 after its last LayerNorm, with one row of that matrix: a sum of
-# $d_{	ext{model}}$ products, of order 1 only if the row's entries are of order $1/\sqrt{d_{	ext{model}}}$. The
+# $d_{\text{model}}$ products, of order 1 only if the row's entries are of order $1/\sqrt{d_{\text{model}}}$. The
 # same rows, used as embeddings, would then be far smaller than the positional encoding; the factor
-# $\sqrt{d_{	ext{model}}}$ brings them back to its size. In an untied model like this one the factor and the
+# $\sqrt{d_{\text{model}}}$ brings them back to its size. In an untied model like this one the factor and the
 # initialisation simply cancel; the course keeps the paper's formula, so that tying needs no other change.
 #
 # Every other matrix gets **Xavier initialisation**, as in `nn.Transformer`: the weights of a matrix with
