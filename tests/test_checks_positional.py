@@ -87,6 +87,22 @@ def sinusoidal(max_len, d_model, *, exponent=1.0, start=0, layout="interleaved",
     return torch.stack([first, second], dim=-1).flatten(1)
 
 
+def sin_inline_precedence(max_len, d_model):  # the typo written in one line
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    angle = pos / 10000**two_i / d_model
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)
+
+
+def sin_own_index(max_len, d_model):  # every column j with 10000 ** (j / d_model)
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for j in range(d_model):
+            angle = pos / 10000 ** (j / d_model)
+            pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return pe
+
+
 def sin_int(max_len, d_model):
     return (sin_solution(max_len, d_model) * 1000).long()
 
@@ -102,6 +118,9 @@ SINUSOIDAL_WRONG = [
     ("positions-from-1", lambda n, d: sinusoidal(n, d, start=1), "positions start at 1"),
     ("d-hard-coded", lambda n, d: sinusoidal(n, d, d=16), HARD_CODED),
     ("max-len-hard-coded", lambda n, d: sinusoidal(n, d, T=50), HARD_CODED),
+    ("inline-precedence", sin_inline_precedence, "(pos / 10000 ** two_i) / d_model"),
+    ("own-index-exponent", sin_own_index, "each column uses its own index j"),
+    ("float16", lambda n, d: sin_solution(n, d).half(), "build it in float32"),
     ("integers", sin_int, "dtype torch.int64"),
     ("meta", lambda n, d: sin_solution(n, d).to("meta"), "the encoding is on the meta device"),
 ]

@@ -60,6 +60,22 @@ def _table(max_len: int, d: int, *, exponent: float = 1.0, start: int = 0, layou
     return torch.stack([first, second], dim=-1).flatten(1)  # (max_len, d / 2, 2) -> interleaved
 
 
+def _inline_precedence(max_len: int, d: int) -> Tensor:
+    """The table with the angle written pos / 10000 ** two_i / d: (pos / 10000^(2i)) / d."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    two_i = torch.arange(0, d, 2, dtype=torch.float64)  # (d / 2,)
+    angle = pos / 10000**two_i / d  # (max_len, d / 2)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)
+
+
+def _own_index(max_len: int, d: int) -> Tensor:
+    """The table with column j's frequency 10000^(-j/d), j odd for the cosines: not their sines' frequency."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    j = torch.arange(d, dtype=torch.float64)  # (d,)
+    angle = pos / 10000 ** (j / d)  # (max_len, d)
+    return torch.where(j.long() % 2 == 0, angle.sin(), angle.cos())
+
+
 def check_sinusoidal_encoding(fn: Callable[..., Any]) -> Verdict:
     """``fn(max_len, d_model)`` returns the ``(max_len, d_model)`` sinusoidal table."""
     frequencies = frequency_mistakes("10000 ** two_i", "d_model", "the angle is pos / 10000 ** (two_i / d_model)")
@@ -86,7 +102,18 @@ def check_sinusoidal_encoding(fn: Callable[..., Any]) -> Verdict:
             "positions start at 1: the first row is position 0 (sin 0 = 0, cos 0 = 1), pos = arange(max_len)": _table(
                 max_len, d_model, start=1
             ),
+            "pos / 10000 ** two_i / d_model is (pos / 10000 ** two_i) / d_model, as ** binds tighter than / and "
+            "/ runs left to right: the angle is pos / 10000 ** (two_i / d_model)": _inline_precedence(max_len, d_model),
+            "each column uses its own index j in the exponent, 10000 ** (j / d_model): the cosine of a pair must "
+            "share its sine's frequency, 10000 ** (2i / d_model) with 2i the even column of the pair": _own_index(
+                max_len, d_model
+            ),
         }
+        if isinstance(got, Tensor) and got.dtype in (torch.float16, torch.bfloat16):
+            raise NotYet(
+                f"the table is {got.dtype}: build it in float32, PyTorch's default (16 bits keep about 3 digits, "
+                "and cannot tell positions above 2,048 apart)"
+            )
         for mistake, buggy in named.items():
             if like(got, buggy, reference):
                 raise NotYet(mistake)

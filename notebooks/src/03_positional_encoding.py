@@ -239,7 +239,8 @@ positional_waves(pe, dims=dims, title="Columns of PE: waves of growing wavelengt
 
 # %% [markdown]
 # Dimensions 0 and 1 are a sine and its cosine with the same short wavelength $2\pi$, a quarter-turn apart:
-# they repeat every few positions. Dimension 10 completes a cycle about every 26 positions, dimension 20
+# they swing through a full cycle about every 6.3 positions (never repeating exactly at whole positions, since
+# $2\pi$ is not a whole number), which is why the left columns of the heatmap look like noise. Dimension 10 completes a cycle about every 26 positions, dimension 20
 # just under one in these 100 positions. Dimension 40 (wavelength 1,986.9) has only begun its first rise
 # and looks like a straight line from 0.00 to 0.31: of little use for telling neighbours apart, but it still moves
 # over hundreds of positions, where the fast columns have long since repeated.
@@ -263,7 +264,9 @@ for p, style, width in ((20, "-", 5), (60, "--", 2.5), (100, ":", 1.5)):
     similarity = pe[p + ks] @ pe[p]  # (101,): PE(p + k) . PE(p) for every k
     torch.testing.assert_close(similarity, formula, atol=1e-4, rtol=0)  # the same curve from every p
     ax.plot(ks, similarity, style, lw=width, label=f"from position {p}")
-ax.set(xlabel="distance k", ylabel="PE(p) · PE(p + k)", title="Dot product between positions")
+ax.set(
+    xlabel="offset k (negative: earlier positions)", ylabel="PE(p) · PE(p + k)", title="Dot product between positions"
+)
 ax.legend()
 plt.close(fig)
 fig
@@ -280,8 +283,14 @@ assert int(ks[peak]) == 0 and (formula[ks != 0] < formula[peak]).all()
 for k in range(1, 21):  # the plotted range of negative distances
     torch.testing.assert_close(pe[60 - k] @ pe[60], pe[60 + k] @ pe[60], atol=1e-4, rtol=0)
 print("symmetric: PE(p) · PE(p - k) == PE(p) · PE(p + k) for k = 1 .. 20")
+bumps = [k for k in range(1, 80) if formula[k + 20] > formula[k + 19] and formula[k + 20] > formula[k + 21]]
+print("but not falling all the way: local maxima at k =", bumps)  # k = ks[k + 20]: ks starts at -20
 
 # %% [markdown]
+# The curve does not fall all the way, though: it has small bumps (the local maxima printed), where several of the
+# fast waves come back into step at once. The encoding tells near positions from far ones on the whole, not at
+# every single distance; attention's learned projections decide which of these differences to use.
+#
 # ## 5. Relative positions are rotations
 #
 # The paper chose sinusoids because "for any fixed offset $k$, $PE_{pos+k}$ can be represented as a linear
@@ -313,8 +322,10 @@ for k in (1, 7, 50):
     print(f"k = {k:2d}: M_k PE(p) == PE(p + k) for all {300 - k} positions p")
 
 # %% [markdown]
-# A linear map is something attention's projections $W^Q$ and $W^K$ can learn. That is how, in chapter 02,
-# one head learned to put most of its weight one step back from every position.
+# A linear map is something attention's projections $W^Q$ and $W^K$ can learn: if $W^Q$ turns $PE(p)$ into
+# $M_1 PE(p)$, about $PE(p + 1)$, then a query at $p + 1$ matches best the key at $p$, one step back. Chapter 02's
+# two-job model had such a head, one step back from every position; whether it learned exactly this map, the
+# chapter did not measure.
 #
 # ## 6. The module
 #
@@ -462,7 +473,9 @@ torch.testing.assert_close(torch.stack(scores), scores[0].expand(3))
 # Return a tensor of the same shape, `(B, n_heads, T, d_k)`. Hint: build the `(T, d_k / 2)` table of angles by
 # broadcasting, as in section 2, and rotate all pairs at once through `x[..., 0::2]` and `x[..., 1::2]`. Besides
 # comparing with a reference, the checker tests what RoPE is for: the same query and key vectors placed at
-# positions $m$ and $n$ score $q'_m \cdot k'_n$, a number that must depend on $m - n$ only.
+# positions $m$ and $n$ score $q'_m \cdot k'_n$, a number that must depend on $m - n$ only. It also runs your
+# function on a stand-in for a GPU: a tensor you create, such as the positions, must be made where `x` is,
+# `torch.arange(T, device=x.device)`, or PyTorch refuses to combine the two.
 
 
 # %% tags=["exercise"]
@@ -490,7 +503,8 @@ check_rotary_embedding(my_rope)
 # %% [markdown]
 # **Exercise 2 · A distance penalty instead of position vectors.** ALiBi (Press et al. 2022, "Train Short, Test
 # Long") adds nothing to the embeddings. It lowers each attention score by an amount proportional to the distance
-# between query $i$ and key $j$, with a fixed slope $s$ (one per head; the paper calls it $m$, here a position):
+# between query $i$ and key $j$, with a fixed slope $s$, one per head (the paper writes the slope $m$; here $m$ is
+# already a position):
 #
 # $$\text{score}_{ij} = \frac{q_i \cdot k_j}{\sqrt{d_k}} - s\,|i - j|$$
 #
@@ -514,7 +528,8 @@ check_alibi_bias(my_alibi_bias)
 # %% [markdown]
 # **Going further.** In chapter 02's two-job model, replace `PositionalEncoding` with a learned table
 # `self.positions = nn.Embedding(12, d_model)`. It is not a drop-in swap: the table maps position numbers to
-# vectors, so `forward` must add them itself, `h = embeddings + self.positions(torch.arange(x.size(1), device=x.device))`.
+# vectors, so `forward` must add them itself: with `tokens = self.digit(x % 10) + self.is_marked((x >= 10).long())`,
+# `h = tokens + self.positions(torch.arange(x.size(1), device=x.device))`.
 # Does the "previous digit" head still appear?
 #
 # Next: [04 · The encoder](04_encoder.ipynb): layer normalisation, residual connections, the feed-forward
