@@ -143,6 +143,27 @@ def tree_leaf_in_a_tuple(token, ranks):
     return tree_leaf_in_a_tuple(token[:i], ranks), tree_leaf_in_a_tuple(token[i:], ranks)
 
 
+def tree_no_base_case(token, ranks):  # a one-character token falls through the loop: None
+    for i in range(1, len(token)):
+        if (token[:i], token[i:]) in ranks:
+            return tree_no_base_case(token[:i], ranks), tree_no_base_case(token[i:], ranks)
+
+
+def tree_with_ranks(token, ranks):  # each node as (rank, left, right)
+    if len(token) == 1:
+        return token
+    i = next(i for i in range(1, len(token)) if (token[:i], token[i:]) in ranks)
+    return ranks[token[:i], token[i:]], tree_with_ranks(token[:i], ranks), tree_with_ranks(token[i:], ranks)
+
+
+def tree_stops_at_tokens(token, ranks, top=True):  # recurses, but takes any token below the root for a leaf
+    tokens = {a + b for a, b in ranks}
+    if len(token) == 1 or (not top and token in tokens):
+        return token
+    i = next(i for i in range(1, len(token)) if (token[:i], token[i:]) in ranks)
+    return tree_stops_at_tokens(token[:i], ranks, False), tree_stops_at_tokens(token[i:], ranks, False)
+
+
 def tree_by_encoding(token, ranks):  # right: encodes the token's string, recording each merge (in GPT-2, every token's
     # string encodes to the token itself, and its last merge is the one pair that makes it)
     symbols = list(token)
@@ -358,6 +379,9 @@ VERDICTS = [
             (tree_last_merge_only, "the last merge only"),
             (tree_characters, "its characters side by side"),
             (tree_leaf_in_a_tuple, "a leaf, returned as itself"),
+            (tree_no_base_case, "some path of your function returns nothing"),
+            (tree_with_ranks, "a tree holds only strings (its leaves) and pairs"),
+            (tree_stops_at_tokens, "down to single characters"),
             (todo, "not written yet"),
         ],
     ),

@@ -93,6 +93,30 @@ def _leaves(tree: Any) -> str:
     return tree if isinstance(tree, str) else "".join(_leaves(t) for t in tree)
 
 
+def _malformed(tree: Any) -> str | None:
+    """What makes ``tree`` no tree of strings and pairs, in words (``None`` if it is one)."""
+    if isinstance(tree, str):
+        return None
+    if tree is None:
+        return (
+            "part of it is None, so some path of your function returns nothing: a token of one character returns "
+            "itself, every other token a pair"
+        )
+    if not isinstance(tree, tuple):
+        return (
+            f"it holds {tree!r} (of type {type(tree).__name__}): a tree holds only strings (its leaves) and pairs "
+            "(left, right); leave out ranks and anything else"
+        )
+    parts: tuple[Any, ...] = tree  # pyright: ignore[reportUnknownVariableType]
+    odd = next((part for part in parts if not isinstance(part, str | tuple)), "")  # None, a rank, ...
+    if odd != "":
+        return _malformed(odd)
+    if len(parts) != 2:
+        items = f"{len(parts)} item" + ("" if len(parts) == 1 else "s")
+        return f"it holds a tuple of {items}: every merge joins two tokens, so each node is a pair (left, right)"
+    return next((m for m in map(_malformed, parts) if m), None)
+
+
 def _leaves_wrapped(tree: Any) -> Any:
     """A tree with each leaf in a tuple of its own (``'a'`` -> ``('a',)``): a classic mistake."""
     return (tree,) if isinstance(tree, str) else tuple(_leaves_wrapped(t) for t in tree)
@@ -126,24 +150,24 @@ def check_merge_tree(fn: Callable[..., Any]) -> Verdict:
                 f"{token!r} gives the string {got!r}: return the token itself only when it is one character; "
                 f"otherwise a pair (left, right), here the trees of {top[0]!r} and {top[1]!r}"
             )
-        if not (isinstance(got, tuple) and all(isinstance(part, str | tuple) for part in got)):  # pyright: ignore[reportUnknownArgumentType]
+        if got == tuple(token):
             raise NotYet(
-                f"{token!r} gives a {type(got).__name__}: return a str (one character) or a pair (left, right) of trees"
+                f"{token!r} gives its characters side by side, {got}: a tree nests its merges, one pair per merge; "
+                f"here the last merge joined {top[0]!r} and {top[1]!r}"
             )
         if got == _leaves_wrapped(expected):
             raise NotYet(
                 f"{token!r} gives {got}: a token of one character is a leaf, returned as itself (the str), "
                 "not in a tuple of its own"
             )
-        if got == tuple(token):
-            raise NotYet(
-                f"{token!r} gives its characters side by side, {got}: a tree nests its merges, one pair per merge; "
-                f"here the last merge joined {top[0]!r} and {top[1]!r}"
-            )
+        malformed = _malformed(got)
+        if malformed:
+            raise NotYet(f"{token!r} gives {got!r}: {malformed}")
         if got == top:
             raise NotYet(
                 f"{token!r} gives {got}, the last merge only: {top[0]!r} and {top[1]!r} are tokens made by merges too, "
-                "so each part is a tree built the same way (call your function on each part)"
+                "so each part is a tree built the same way, down to single characters (call your function on each "
+                "part; only a token of one character is a leaf)"
             )
         for wrong_cut in (_cut_into_tokens(token, ranks, from_right) for from_right in (False, True)):
             if got != wrong_cut or wrong_cut == expected:

@@ -132,7 +132,8 @@ for text in ["cat", "café", "naïve", "東京", "🤖"]:
 # bytes would not survive that: byte 32 is the space that separates a pair, byte 10 a newline, bytes 0–31 invisible
 # control characters. So GPT-2 first draws each byte as a **printable** character: the 188 bytes that already are one
 # (`!`…`~`, `¡`…`¬`, `®`…`ÿ`) stay themselves; each of the other 68, in order, becomes the next character from
-# U+0100 on. The space, the 33rd of them, becomes `Ġ` (U+0120); the newline `Ċ`.
+# U+0100 on (U+0100 is the character numbered 256, `chr(256)`; `ord` goes back). The space, the 33rd of them,
+# becomes `Ġ` (U+0120, `chr(288)`); the newline `Ċ`.
 #
 # **Your turn: the byte table.** Write `my_byte_table()`, returning a dict from each byte (an `int`, 0–255) to its
 # character, as just described. Hint: build the list of printable bytes first, then walk over `range(256)` with a
@@ -169,8 +170,8 @@ for text in [" the", "\n", " café", " 🤖"]:
 # ### Pieces: where merges never cross
 #
 # Before any merge, GPT-2 cuts the text into **pieces** with a regular expression, and merges only inside a piece.
-# A piece is a contraction (`'s`, `'ll`), a run of letters, of digits or of other symbols, each with at most one
-# space before it, or a run of spaces (which leaves its last space to the word after it: two spaces before "Really"
+# A piece is a contraction (`'s`, `'ll`), or a run of letters, of digits or of other symbols, each run with at most
+# one space before it, or a run of spaces (which leaves its last space to the word after it: two spaces before "Really"
 # give `' '` and `' Really'` below). So `" dog"` is one piece and `"dog."` two: a word and the punctuation after it
 # never become one token, and a word with a space before it gets the same tokens wherever it stands in a sentence
 # (`"Yes"` at the start of a line is another piece than `" Yes"`). `\p{L}` means "any letter" in the `regex` module,
@@ -219,7 +220,9 @@ print("ids:", gpt2_tokenizer.encode(" transformers"))
 # ranks in; out, the token itself if it is one character, else the pair `(left, right)` of the trees of the two
 # tokens whose merge made it. With the ranks `{("l", "o"): 0, ("lo", "w"): 1}`, `"low"` gives `(("l", "o"), "w")`.
 # Careful: a token can often be cut into two tokens in more than one place (`"Ġthe"` into `"Ġ"` + `"the"`, and into
-# `"Ġt"` + `"he"`); only the cut whose pair is in `ranks` is the merge that made it.
+# `"Ġt"` + `"he"`); only the cut whose pair is in `ranks` is the merge that made it. Every token you are given is
+# one that merges made. *Hint:* the two parts are trees too, built the same way: let the function call itself on
+# each part (recursion), and let a one-character token be the case that stops it.
 
 
 # %% tags=["exercise"]
@@ -260,9 +263,10 @@ def show_tree(tree, depth=0):
 show_tree(merge_tree("Ġtransform", ranks))
 
 # %% [markdown]
-# Read it bottom up and the ranks only grow: `"Ġt"` is rank 0, the very first merge GPT-2 learned, and
-# `"Ġtransform"` (rank 5,865) comes last: the merges of the steps above that built it, in the order they ran. That
-# holds for every merge GPT-2 learned, as it must: a pair can only be counted once both of its tokens
+# Follow any branch from a leaf up to the root and the ranks only grow: `"Ġt"` (rank 0, the very first merge GPT-2
+# learned), `"Ġtr"` (235), `"Ġtrans"` (751), `"Ġtransform"` (5,865). The tree holds 9 of the 11 merges of the steps
+# above, the ones that built `"Ġtransform"` (ranks 7 and 108 built `"ers"`). Every merge comes after the merges of
+# its two parts, for all of GPT-2's merges, as it must: a pair can only be counted once both of its tokens
 # exist. It is also the answer to chapter 08's question of why encoding by rank gives what replaying the whole list
 # gives. The next cell checks all 50,000 merges:
 
