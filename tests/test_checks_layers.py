@@ -489,6 +489,55 @@ def causal_encoder(layer, x, mask):
     return post(layer, x, mask, m=mask & torch.ones(T, T, dtype=torch.bool).tril())
 
 
+def post_right_with_dropout(layer, x, mask):  # right, dropouts where the layer has them
+    h = layer.norm1(x + layer.dropout1(layer.self_attn(x, x, x, mask)[0]))
+    return layer.norm2(h + layer.dropout2(layer.feed_forward(h)))
+
+
+def post_dropout_on_the_sum(layer, x, mask):
+    h = layer.norm1(layer.dropout1(x + layer.self_attn(x, x, x, mask)[0]))
+    return layer.norm2(h + layer.feed_forward(h))
+
+
+def post_dropout_after_the_norm(layer, x, mask):
+    h = layer.dropout1(layer.norm1(x + layer.self_attn(x, x, x, mask)[0]))
+    return layer.dropout2(layer.norm2(h + layer.feed_forward(h)))
+
+
+def post_norm_inside_the_residual(layer, x, mask):
+    h = x + layer.norm1(layer.self_attn(x, x, x, mask)[0])
+    return h + layer.norm2(layer.feed_forward(h))
+
+
+def post_no_norm2(layer, x, mask):
+    h = layer.norm1(x + layer.self_attn(x, x, x, mask)[0])
+    return h + layer.feed_forward(h)
+
+
+def post_weights_taken(layer, x, mask):
+    _, a = layer.self_attn(x, x, x, mask)
+    h = layer.norm1(x + a)
+    return layer.norm2(h + layer.feed_forward(h))
+
+
+def pre_right_with_dropout(layer, x, mask):
+    h = layer.norm1(x)
+    x = x + layer.dropout1(layer.self_attn(h, h, h, mask)[0])
+    return x + layer.dropout2(layer.feed_forward(layer.norm2(x)))
+
+
+def pre_dropout_on_the_stream(layer, x, mask):
+    h = layer.norm1(x)
+    x = layer.dropout1(x + layer.self_attn(h, h, h, mask)[0])
+    return x + layer.feed_forward(layer.norm2(x))
+
+
+def pre_no_second_residual(layer, x, mask):
+    h = layer.norm1(x)
+    x = x + layer.self_attn(h, h, h, mask)[0]
+    return layer.feed_forward(layer.norm2(x))
+
+
 WRONG_ENCODER_LAYERS = [
     (calls_the_layer, MISTAKES["called the layer"]),
     (pre_norm_given, "this is pre-norm"),
@@ -497,7 +546,12 @@ WRONG_ENCODER_LAYERS = [
     (lambda layer, x, mask: post(layer, x, mask, second=lambda x, a, h: 0), "second residual connection is missing"),
     (lambda layer, x, mask: post(layer, x, mask, second=lambda x, a, h: x), "the second residual adds x"),
     (lambda layer, x, mask: post(layer, x, mask, m=None), MISTAKES["mask ignored"]),
-    (lambda layer, x, mask: post(layer, x, mask, m=~mask), MISTAKES["flipped mask"]),
+    (post_dropout_on_the_sum, "dropout1 is applied in another place"),
+    (post_dropout_after_the_norm, "dropout1 and dropout2 are applied in another place"),
+    (post_norm_inside_the_residual, "the norm is inside the residual"),
+    (post_no_norm2, "norm2 is missing at the output"),
+    (post_weights_taken, "the weights are None unless asked"),
+    (lambda layer, x, mask: post(layer, x, mask, m=~mask), "the mask is flipped (~mask)"),
     (lambda layer, x, mask: post(layer, x, mask, m=mask & mask.transpose(-1, -2)), MISTAKES["padded query"]),
     (causal_encoder, "a causal mask is added"),
     (lambda layer, x, mask: post(layer, x, mask, n1=layer.norm2, n2=layer.norm1), "norm1 and norm2 are swapped"),
@@ -628,7 +682,9 @@ WRONG_PRE_NORM_LAYERS = [
     (both_streams_normalised, MISTAKES["normalised stream"]),
     (output_normalised, "a norm is applied to the layer's output"),
     (lambda layer, x, mask: pre(layer, x, mask, m=None), MISTAKES["mask ignored"]),
-    (lambda layer, x, mask: pre(layer, x, mask, m=~mask), MISTAKES["flipped mask"]),
+    (pre_dropout_on_the_stream, "is applied in another place"),
+    (pre_no_second_residual, "the second residual connection is missing"),
+    (lambda layer, x, mask: pre(layer, x, mask, m=~mask), "the mask is flipped (~mask)"),
     (lambda layer, x, mask: pre(layer, x, mask, m=mask & mask.transpose(-1, -2)), MISTAKES["padded query"]),
     (lambda layer, x, mask: pre(layer, x, mask, n1=layer.norm2, n2=layer.norm1), "norm1 and norm2 are swapped"),
     (lambda layer, x, mask: pre(layer, x, mask, n2=layer.norm1), "norm1 is used twice"),
@@ -781,8 +837,8 @@ def test_our_questions_belong_to_our_chapters():
 VERDICTS = [
     *verdict_rows(check_layer_norm, RIGHT_LAYER_NORMS, WRONG_LAYER_NORMS),
     *verdict_rows(check_rms_norm, RIGHT_RMS_NORMS, WRONG_RMS_NORMS),
-    *verdict_rows(check_encoder_layer, RIGHT_ENCODER_LAYERS, WRONG_ENCODER_LAYERS),
-    *verdict_rows(check_pre_norm_layer, RIGHT_PRE_NORM_LAYERS, WRONG_PRE_NORM_LAYERS),
+    *verdict_rows(check_encoder_layer, [*RIGHT_ENCODER_LAYERS, post_right_with_dropout], WRONG_ENCODER_LAYERS),
+    *verdict_rows(check_pre_norm_layer, [*RIGHT_PRE_NORM_LAYERS, pre_right_with_dropout], WRONG_PRE_NORM_LAYERS),
 ]
 
 

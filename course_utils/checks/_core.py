@@ -364,6 +364,11 @@ def call_layer(fn: Callable[..., Any], *args: Any) -> Any:
             raise NotYet(
                 f"{str(e).rstrip('.')}; self_attn (like cross_attn) returns (output, weights): take its [0]"
             ) from None
+        if "NoneType" in str(e):
+            raise NotYet(
+                f"{str(e).rstrip('.')}; self_attn returns (output, weights), and the weights are None unless asked "
+                "for (need_weights=True): the output is its [0], the first of the two"
+            ) from None
         raise
 
 

@@ -287,7 +287,11 @@ def _mask_mistakes(attend_with: Callable[[Tensor | None], Tensor], mask: Tensor)
     T = mask.size(-1)
     return [
         (attend_with(None), MISTAKES["mask ignored"]),
-        (attend_with(~mask), MISTAKES["flipped mask"]),
+        (
+            attend_with(~mask),
+            "the mask is flipped (~mask): in this course True means *may attend*, and padding_mask is already "
+            "True at the real tokens; pass mask to self_attn as it is",
+        ),
         (
             attend_with(mask & causal_mask(T)),
             "a causal mask is added: the encoder reads the whole sentence, in both directions; pass only the "
@@ -347,6 +351,12 @@ def _post_norm_mistakes(layer: Any, x: Tensor, mask: Tensor) -> list[tuple[Tenso
         ),
         ((x + a) + ffn(x + a), "the norms are missing: norm1(x + SelfAttn(x)), then norm2(h + FFN(h))"),
         (h, "the feed-forward sublayer is missing: after h = norm1(x + SelfAttn(x)), return norm2(h + FFN(h))"),
+        (h + ffn(h), "norm2 is missing at the output: the second add & norm is norm2(h + FFN(h))"),
+        (
+            (x + n1(a)) + n2(ffn(x + n1(a))),
+            "the norm is inside the residual, x + norm(SelfAttn(x)): post-norm normalises the sum, "
+            "norm1(x + SelfAttn(x)), then norm2(h + FFN(h))",
+        ),
     ]
 
 
@@ -354,6 +364,60 @@ def _post_norm(layer: Any, x: Tensor, mask: Tensor | None) -> Tensor:
     """The paper's encoder layer: h = norm1(x + SelfAttn(x)), then norm2(h + FFN(h))."""
     h = layer.norm1(x + layer.self_attn(x, x, x, mask)[0])
     return layer.norm2(h + layer.feed_forward(h))
+
+
+class _MarkedDropout(nn.Module):
+    """A stand-in for a dropout module that scales a fixed, input-independent pattern of entries (every third one by
+    2, the rest by 1) instead of random ones: where an answer applies dropout shows in its output, on this process and
+    on the other side of the grader's link alike, with no random generator to share."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        pattern = 1.0 + (torch.arange(x.numel(), device=x.device) % 3 == 0).to(x.dtype)  # (numel,)
+        return x * pattern.view(x.shape)
+
+
+def _dropout_placed(
+    fn: Callable[..., Any], layer: Any, x: Tensor, mask: Tensor, reference: Callable[..., Tensor]
+) -> None:
+    """The chapter lets an answer leave the dropouts out (they are off in the checker); where it applies them,
+    ``dropout1`` must act on the attention's output and ``dropout2`` on the feed-forward network's, before each
+    residual addition, as ``reference(layer, x, mask)`` (the course's layer) does. Each is replaced by a marker for one
+    run; the reference then runs with the markers the answer called, the others left out."""
+    names = ("dropout1", "dropout2")
+    saved = {name: getattr(layer, name) for name in names}
+    called: set[str] = set()
+    try:
+
+        def seen(name: str) -> Callable[[nn.Module, tuple[Any, ...]], None]:
+            return lambda _module, _args: called.add(name)
+
+        hooks = []
+        for name in names:
+            marker = _MarkedDropout()
+            setattr(layer, name, marker)
+            hooks.append(marker.register_forward_pre_hook(seen(name)))
+        try:
+            got = _run_layer(fn, layer, x, mask)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        if not called:
+            return
+        for name in names:
+            if name not in called:
+                setattr(layer, name, nn.Identity())
+        with torch.no_grad():
+            expected = reference(layer, x, mask)
+        if isinstance(got, Tensor) and got.shape == expected.shape and not torch.allclose(got, expected, atol=1e-5):
+            which = " and ".join(sorted(called)) + (" are" if len(called) > 1 else " is")
+            raise NotYet(
+                f"{which} applied in another place than the layer's: dropout acts on each sublayer's output, "
+                "before the residual addition, as in x + dropout1(SelfAttn(...)) and h + dropout2(FFN(...)) (the "
+                "checker puts a fixed pattern in place of dropout's random one to see where it lands)"
+            )
+    finally:
+        for name, module in saved.items():
+            setattr(layer, name, module)
 
 
 def check_encoder_layer(fn: Callable[..., Any]) -> Verdict:
@@ -371,6 +435,7 @@ def check_encoder_layer(fn: Callable[..., Any]) -> Verdict:
             torch_out = theirs(x, src_key_padding_mask=~real)  # torch: True = padding
         same(got[real], torch_out[real], "the output at the real positions, compared with nn.TransformerEncoderLayer")
         _trains_through(fn, layer, x, mask, lambda x: _post_norm(layer, x, mask))
+        _dropout_placed(fn, layer, x, mask, lambda layer, x, mask: layer(x, mask))
         return (
             "post-norm layer is right: equal to course_utils.EncoderLayer and, at the real positions, to "
             "nn.TransformerEncoderLayer."
@@ -424,6 +489,11 @@ def _pre_norm_mistakes(layer: Any, x: Tensor, mask: Tensor) -> list[tuple[Tensor
         ),
         (a + ffn(n2(x)), no_residual),
         (ffn(n2(a)), no_residual),
+        (ffn(n2(y)), "the second residual connection is missing: return x + FFN(norm2(x)), the stream plus the update"),
+        (
+            a + ffn(n2(a)),
+            "the first residual connection is missing: x = x + SelfAttn(norm1(x)), the stream plus the update",
+        ),
         (z + ffn(n2(z)), MISTAKES["normalised stream"]),
         (n2(z) + ffn(n2(z)), MISTAKES["normalised stream"]),
         (n2(expected), output_normed),
@@ -480,6 +550,7 @@ def check_pre_norm_layer(fn: Callable[..., Any]) -> Verdict:
             name_mistake(got, expected, _pre_norm_mistakes(layer, x, mask))
             same(got, expected, "the layer's output")
         _trains_through(fn, layer, x, mask, lambda x: _pre_norm(layer, x, mask))
+        _dropout_placed(fn, layer, x, mask, lambda layer, x, mask: layer(x, mask))
         return "pre-norm layer is right: x + SelfAttn(LN(x)), then x + FFN(LN(x))."
 
     def run() -> str:

@@ -114,7 +114,9 @@ check_layer_norm(my_layer_norm)
 
 # %% [markdown]
 # `course_utils.LayerNorm` holds the same two parameters under the same names as `nn.LayerNorm`, so one's weights
-# load into the other; with random $\gamma$ and $\beta$ both give the same output:
+# load into the other. Its forward runs the formula you just wrote as `F.layer_norm`, PyTorch's fused kernel (the
+# checker proved your step-by-step version equal to it), so what the next cell shows is the names and the
+# parameters: with random $\gamma$ and $\beta$ both give the same output:
 
 # %%
 set_seed(0)
@@ -194,8 +196,9 @@ print(f"gradient norm at the input of 30 layers: plain {gradient_at_input(False)
 
 # %% [markdown]
 # Many orders of magnitude apart: in the plain stack the first layers would barely learn. A careful
-# initialisation narrows this gap in a plain stack, but only the residual path hands every layer the gradient
-# of the layers above unchanged, whatever the weights: one reason Transformers can be 6, 12 or 96 layers deep.
+# initialisation narrows this gap in a plain stack, but only the residual path passes every layer the gradient
+# of the layers above unchanged, whatever the weights, with the sublayer's own contribution added to it
+# ($\partial(x + f(x))/\partial x = I + \partial f/\partial x$): one reason Transformers can be 6, 12 or 96 layers deep.
 #
 # ## 4. The position-wise feed-forward network
 #
@@ -253,7 +256,8 @@ print("eval mode,  two calls equal?", torch.equal(layer(x), layer(x)))
 # `self_attn(query, key, value, mask)`, which returns the pair `(output, weights)`, the weights `None` unless
 # asked for), `layer.feed_forward`,
 # `layer.norm1`, `layer.norm2`, and `layer.dropout1`, `layer.dropout2` for the sublayers' outputs (dropout is off
-# in the checker, so they may be left out). `x` has shape `(B, T, d_model)`, `mask` `(B, 1, 1, T)` with True = real
+# in the checker, so they may be left out; where you do apply them, the checker checks that they act on the
+# sublayer's output before the addition). `x` has shape `(B, T, d_model)`, `mask` `(B, 1, 1, T)` with True = real
 # token; the output has the shape of `x`. The checker compares with `course_utils.EncoderLayer` and, at the real
 # positions, with `nn.TransformerEncoderLayer`; the chapter goes on with `course_utils.EncoderLayer`.
 
@@ -307,7 +311,7 @@ for norm_first in (False, True):
 base = Encoder(d_model=512, n_heads=8, d_ff=2048, n_layers=6, dropout=0.1)
 torch_base = nn.TransformerEncoder(
     nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True), num_layers=6, enable_nested_tensor=False
-)  # enable_nested_tensor=False: no fast path that packs padded batches (not needed to count parameters)
+)  # enable_nested_tensor=False turns off a speed-up for padded batches in evaluation; it changes no parameter
 print(
     f"base encoder, N=6: {count_parameters(base):,} parameters (nn.TransformerEncoder: {count_parameters(torch_base):,})"
 )
@@ -369,7 +373,8 @@ def sort_loss(model, x, y):
 
 
 # %% [markdown]
-# Train a 12-layer sorter three ways with a deliberately high learning rate, `1e-2`, for 100 steps: post-norm
+# Train a 12-layer sorter three ways with a learning rate that is high for 12 post-norm layers, `1e-2`, for 100
+# steps (chapter 02 trained one layer at this rate, with a warm-up): post-norm
 # without warm-up, post-norm with warm-up, and pre-norm without warm-up. `train` and `TrainConfig` are chapter
 # 02's training loop and recipe. Besides the steps, the learning rate and the warm-up, three settings matter
 # here:
@@ -520,7 +525,7 @@ attention_grid(
     keys=[str(d) for d in test_x[0].tolist()],
     queries=[f"{i}→{d}" for i, d in enumerate(prediction[0].tolist())],
     titles=[
-        f"{n}: layer {layer + 1}, head {head + 1} (H = {entropy[layer, head]:.2f})"
+        f"{n}: layer {layer + 1}, head {head + 1}\nH = {entropy[layer, head]:.2f}"
         for n, (layer, head) in zip(names, shown, strict=True)
     ],
     ncols=3,
@@ -543,7 +548,7 @@ attention_grid(
 # | a pre-norm stack without a final LayerNorm | the output's scale grows with depth | `Encoder(norm_first=True)` adds it |
 # | forgetting `model.eval()` | dropout stays on: outputs are noisy and change from call to call | `model.eval()` before evaluating ([bug lab: bug 12](09_bug_lab.ipynb#bug-12)) |
 # | post-norm with a large learning rate from step 0 | training can stall (section 8) or diverge | warm-up, or pre-norm |
-# | padding mask of the wrong convention for `nn.TransformerEncoderLayer` | attends only to padding (a row without padding blocks every key: NaN) | torch wants True = pad: `~mask` ([bug lab: bug 8](09_bug_lab.ipynb#bug-8)) |
+# | padding mask of the wrong convention for `nn.TransformerEncoderLayer` | attends only to padding; a row without padding blocks every key: NaN on PyTorch's fast path (eval, no gradients), a silently wrong output elsewhere | torch wants True = pad: `~mask` ([bug lab: bug 8](09_bug_lab.ipynb#bug-8)) |
 #
 # ## Summary
 #
