@@ -126,6 +126,10 @@ def test_a_checkpoint_of_another_recipe_or_model_is_refused_with_the_fix(tmp_pat
     wider = GPT(12, block_size=8, d_model=24, n_heads=2, n_layers=1)
     with pytest.raises(CheckpointMismatch, match="another model's weights"):
         _train(wider, path)
+    with pytest.raises(
+        CheckpointMismatch, match=r"built differently \(there: '\(dropout\): Dropout\(p=0\.1.*here: '\(dropout\): Dropout\(p=0\.2"
+    ):
+        _train(_small(dropout=0.2), path)  # the same shapes: only how it is built tells the two apart
     (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointMismatch, match=r"junk\.ckpt cannot be read as a training checkpoint"):
         _train(_small(), tmp_path / "junk.ckpt")

@@ -147,8 +147,9 @@ def check_kv_cache_step(fn: Callable[..., Any]) -> Verdict:
                 (F.scaled_dot_product_attention(q, cache_k, cache_v),
                  "the query attended before its own key was appended: append k and v first, then attend over all"),
                 (values[:, :, :1],
-                 "a causal mask let the new query see only the first position: a (1, T + 1) tril is not the causal "
-                 "mask of the last position; the new token may attend to every cached key, so use no mask"),
+                 "a causal mask let the new query see only the first position: a (1, T + 1) tril, which is also "
+                 "what F.scaled_dot_product_attention's is_causal=True builds (aligned to the first key), is not the "
+                 "causal mask of the last position; the new token may attend to every cached key, so use no mask"),
                 (v, "the new query sees only itself: it may attend to every cached key too, so use no mask"),
                 (torch.zeros_like(expected),
                  "the output is 0: a mask hid every key from the new query; the new token may attend to all of them"),

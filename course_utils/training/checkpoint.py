@@ -117,8 +117,16 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
+def architecture(model: nn.Module) -> str:
+    """How ``model`` is built, as PyTorch prints it (every submodule with its settings: a ``Dropout(p=0.2)``, a
+    ``LayerNorm``'s eps), of the model itself where ``torch.compile`` wrapped it: two runs whose weights have the same
+    shapes can still be two models."""
+    return repr(getattr(model, "_orig_mod", model))
+
+
 def refuse_another_run(state: dict[str, Any], config: Any, model: nn.Module, path: Path) -> None:
-    """Refuse a checkpoint of another run: another recipe, or a model with other parameters."""
+    """Refuse a checkpoint of another run: another recipe, a model built otherwise (its ``architecture``, where the
+    checkpoint records it) or a model with other parameters."""
     theirs, ours = state.get("config", {}), dataclasses.asdict(config)
     different = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
     if different:
@@ -136,4 +144,13 @@ def refuse_another_run(state: dict[str, Any], config: Any, model: nn.Module, pat
             f"{path} holds another model's weights (missing here: {missing[:3]}, not in this model: {extra[:3]}, "
             f"other shapes: {[(k, saved[k], shapes[k]) for k in resized[:3]]}): pass another checkpoint path, or "
             "delete it to start afresh"
+        )
+    built, theirs_built = architecture(model), state.get("architecture")
+    if theirs_built is not None and theirs_built != built:  # same shapes, another model: a dropout, an eps, ...
+        there, here = next(
+            (a, b) for a, b in zip([*theirs_built.splitlines(), ""], [*built.splitlines(), ""], strict=False) if a != b
+        )
+        raise CheckpointMismatch(
+            f"{path} was written by a model built differently (there: {there.strip()!r}; here: {here.strip()!r}): "
+            "pass another checkpoint path, or delete it to start afresh"
         )

@@ -24,7 +24,14 @@ from tqdm.auto import tqdm
 from ..dry_run import DRY_RUN_ROWS, DRY_RUN_STEPS, cut_short
 from ..settings import AMP_DTYPE, GPU_DRY_RUN, PROGRESS
 from ..utils import eval_mode, in_mode, synchronize
-from .checkpoint import load_checkpoint, random_state, refuse_another_run, save_checkpoint, set_random_state
+from .checkpoint import (
+    architecture,
+    load_checkpoint,
+    random_state,
+    refuse_another_run,
+    save_checkpoint,
+    set_random_state,
+)
 
 __all__ = ["History", "TrainConfig", "lr_factor", "make_optimizer", "noam_lr", "train", "train_step"]
 
@@ -315,6 +322,7 @@ def train(
             "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else {}, "history": asdict(so_far),
             "random": random_state(), "config": asdict(config), "kept": dict(keep or {}),
+            "architecture": architecture(model),
         })  # fmt: skip
 
     with in_mode(model, training=True):

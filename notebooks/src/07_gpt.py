@@ -184,11 +184,12 @@ check_gpt_block(my_gpt_block)
 
 # %% [markdown]
 # From here on the chapter uses `course_utils.GPTBlock` (inside `course_utils.GPT`), so everything below runs
-# even before your version is finished. Its `forward`, in full, adds dropout after each sublayer (training only)
-# and a `cache` argument for generation (section 9):
+# even before your version is finished. Its `forward`, in full, with the two sublayers it calls: they add dropout
+# after each sublayer (training only), and a `cache` argument for generation (section 9):
 
 # %%
-print(textwrap.dedent(inspect.getsource(GPTBlock.forward)))
+for method in (GPTBlock.forward, GPTBlock.self_attention_block, GPTBlock.feed_forward_block):
+    print(textwrap.dedent(inspect.getsource(method)))
 
 # %% [markdown]
 # ## 3. The recipe
@@ -598,11 +599,12 @@ names = [f"head {h}" for h in range(n_heads)]  # the title names the layer
 attention_chart(last, labels, head_names=names, title=f"Self-attention of layer {n_layers} (pick a head)", cell=18)
 
 # %% [markdown]
-# The last layer looks different. Some of its heads put nearly all of each row's weight on one and the same
-# early character, whatever the row's own character: a letter of the name, the colon or the newline after it.
-# In the table, these are the heads whose favourite key holds half of the rows or more (the cell asserts that
-# the last layer has one); the rows above that character cannot see it and attend elsewhere. In the run shown,
-# layer 2 has heads of this kind too, and the other heads mix recent characters with such fixed positions. A common reading of the
+# The last layer looks different. At least one of its heads puts most of each row's weight on one and the same
+# early character, whatever the row's own character: in the run shown, the newline after the name; with other
+# weights (the shipped ones, another seed) it can be a letter of the name or the colon. In the table, these are the
+# heads whose favourite key holds half of the rows or more (the cell asserts that the last layer has one); the rows
+# above that character cannot see it and attend elsewhere. In the run shown, a head of layer 2 does the same in
+# half of its rows, and the other heads mix recent characters with such fixed positions. A common reading of the
 # pattern: a head that has nothing useful to fetch for a query must still put its weights somewhere (they sum
 # to 1), and parking them on one fixed position acts as "do nothing". Large language models show the same habit, called an *attention
 # sink* (Xiao et al., 2023, *Efficient Streaming Language Models with Attention Sinks*), usually on the very
@@ -627,9 +629,11 @@ attention_chart(last, labels, head_names=names, title=f"Self-attention of layer 
 # `(B, h, T_new, d_k)`) along the position axis and returns all of them so far; `len(cache)` is the number of
 # positions stored. `MultiHeadAttention(..., cache=cache)` calls it (see `GPTBlock.forward` in section 2), and
 # `GPT.forward(idx, caches=caches)` hands one cache to each block and numbers the new positions after the
-# cached ones. With a cache, `is_causal=True` lines the new queries up with the *last* keys: a single new query
-# may see every cached position (all earlier than it), and several new queries get the causal triangle shifted
-# by the cache's length. The cache keeps its tensors as `cache.keys` and `cache.values`. By hand, with the
+# cached ones. With a cache, the course's `is_causal=True` lines the new queries up with the *last* keys: a single
+# new query may see every cached position (all earlier than it), and several new queries get the causal triangle
+# shifted by the cache's length. (PyTorch's `F.scaled_dot_product_attention(..., is_causal=True)` lines them up
+# with the *first* keys instead, its mask's top-left corner: one new query would see only position 0. The course's
+# attention builds the shifted mask itself where keys outnumber queries.) The cache keeps its tensors as `cache.keys` and `cache.values`. By hand, with the
 # trained model:
 
 # %%
@@ -727,8 +731,8 @@ print(f"per position: {per_position / 1024:.0f} KiB for this model's sizes; {gpu
 # - Without the cache, the step time grows with $T$: the step computes all $T$ positions. With the cache it
 #   grows far more slowly: its one new query still reads all $T$ cached keys and values (and appending to a
 #   cache copies it), but at these sizes that reading costs little next to the step's fixed costs.
-# - So the speed-up grows with $T$, but stays far below $T$, the ratio of the arithmetic (both asserted, from $T$ =
-#   16 to 1024). A cached step does
+# - So the speed-up grows with $T$, but stays far below $T$, the ratio of the arithmetic (the cell asserts that it
+#   is larger at $T$ = 1024 than at 16, and below 1024 there). A cached step does
 #   little arithmetic (at the CPU recipe's sizes, about $3 \times 12 \times 128^2$, some 0.6 million
 #   multiply-adds, plus attention), and its time is mostly fixed per-step costs that the uncached step pays
 #   too: Python, and launching many small operations in each layer. In a wider model the arithmetic weighs
@@ -851,8 +855,10 @@ check_kv_cache_step(my_kv_cache_step)
 
 # %% [markdown]
 # **Going further.** Train the CPU recipe with dropout: `GPTConfig` is frozen, so make a changed copy,
-# `model_config = dataclasses.replace(model_config, dropout=0.2)`, before building the model, and compare the
-# gap between the validation and training curves. Or write a word-level tokenizer and compare: what happens to
+# `model_config = replace(model_config, dropout=0.2)` (`replace` is imported at the top), before building the
+# model, and compare the gap between the validation and training curves. The first run's checkpoint is of the model
+# without dropout, so `train` refuses to resume from it and says so: delete the file it names, or change the name
+# given to `checkpoint_path`, to start afresh. Or write a word-level tokenizer and compare: what happens to
 # the vocabulary size, and to the samples?
 #
 # Chapter 08 goes back to the encoder-decoder, to translate real sentences: a subword tokenizer, beam search
