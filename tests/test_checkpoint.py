@@ -127,7 +127,8 @@ def test_a_checkpoint_of_another_recipe_or_model_is_refused_with_the_fix(tmp_pat
     with pytest.raises(CheckpointMismatch, match="another model's weights"):
         _train(wider, path)
     with pytest.raises(
-        CheckpointMismatch, match=r"built differently \(there: '\(dropout\): Dropout\(p=0\.1.*here: '\(dropout\): Dropout\(p=0\.2"
+        CheckpointMismatch,
+        match=r"built differently \(there: '\(dropout\): Dropout\(p=0\.1.*here: '\(dropout\): Dropout\(p=0\.2",
     ):
         _train(_small(dropout=0.2), path)  # the same shapes: only how it is built tells the two apart
     (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint")

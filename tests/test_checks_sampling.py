@@ -487,6 +487,20 @@ def test_sampling_step_mistakes_are_named(mistake, words, capsys):
     assert not ok and words in out
 
 
+def test_sampling_step_keeping_one_token_too_many_is_named(capsys):
+    def sorted_index_k(logits, temperature, top_k, generator):  # the k-th largest taken at index k, not k - 1
+        if temperature == 0:
+            return logits.argmax(dim=-1, keepdim=True)
+        z = logits / temperature
+        if top_k is not None:
+            kth = z.sort(dim=-1, descending=True).values[:, top_k : top_k + 1]
+            z = z.masked_fill(z < kth, float("-inf"))
+        return torch.multinomial(z.softmax(-1), 1, generator=generator)
+
+    ok, out = verdict(check_sampling_step, sorted_index_k, capsys)
+    assert not ok and "keeps k + 1 tokens" in out, out
+
+
 def test_sampling_step_dividing_by_temperature_zero_is_explained(capsys):
     ok, out = verdict(
         check_sampling_step, lambda logits, t, k, g: torch.multinomial((logits / t).softmax(-1), 1), capsys

@@ -159,11 +159,15 @@ def _sampling_mistakes(rows: Tensor, temperature: float, top_k: int | None) -> l
         if top_k > 1:
             mistakes.append((_filtered_probs(rows, temperature, top_k, keep_k=top_k - 1).double(),
                              "keeps k - 1 tokens: drop the logits < the k-th largest, not <="))  # fmt: skip
+        if top_k + 1 < rows.size(-1):
+            mistakes.append((_filtered_probs(rows, temperature, top_k, keep_k=top_k + 1).double(),
+                             "keeps k + 1 tokens: the k-th largest logit is sorted[:, k - 1] (indices start at 0), "
+                             "or torch.topk(z, k).values[:, -1:]; sorted[:, k] is the (k + 1)-th"))  # fmt: skip
         mistakes += [
             (_filtered_probs(rows, temperature, top_k, keep_k=k).double(),
              f"the draws keep {'only the largest logit' if k == 1 else f'the {k} largest logits'}, not top_k = {top_k}: is a value written into the "
              "code that should come from the argument top_k?")
-            for k in range(1, rows.size(-1)) if k not in (top_k, top_k - 1)
+            for k in range(1, rows.size(-1)) if k not in (top_k, top_k - 1, top_k + 1)
         ]  # fmt: skip
     mistakes += [
         (_filtered_probs(rows, other, top_k).double(),
