@@ -363,7 +363,10 @@ def ngram_with(mistake):
         stop = 0 if mistake == "off-by-one" else 1
 
         def grams(words):
-            return Counter(tuple(words[i : i + m]) for i in range(len(words) - m + stop))
+            if mistake == "lower-cased":
+                words = [w.lower() for w in words]
+            key = {"unordered": lambda g: tuple(sorted(g)), "joined": "".join}.get(mistake, tuple)
+            return Counter(key(words[i : i + m]) for i in range(len(words) - m + stop))
 
         h, r = grams(hypothesis), grams(reference)
         matches = {
@@ -401,6 +404,9 @@ def test_ngram_matches_right_answers_pass(fn, capsys):
         ("hard-coded-n", "These are the counts for n=2"),
         ("off-by-one", "The last n-gram is left out"),
         ("pops", "changed its input"),
+        ("unordered", "ignore word order"),
+        ("joined", "joined without a separator"),
+        ("lower-cased", "lower-cased"),
     ],
 )
 def test_ngram_matches_wrong_answers_fail(mistake, named, capsys):

@@ -342,11 +342,19 @@ _SENTENCES = [
     ("a a a b a a", "a a b a"),
     ("dogs", "two dogs play ."),  # shorter than n for n > 1: no n-grams, never a negative count
     ("the cat sat on the mat", "the cat and the dog and the bird sat on the mat"),  # the reference repeats more
+    ("cat the sat mat", "the cat sat on the mat"),  # the same words in another order: an n-gram is ordered
+    ("a bc d", "ab c d"),  # words joined without a separator would collide: ("a", "bc") is not ("ab", "c")
+    ("The dog runs", "the dog runs"),  # case matters: sacreBLEU's default, case:mixed
 ]
 
 
 def _ngrams(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _windows(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    """The n-grams of ``tokens`` in order, as tuples."""
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
 def _count(x: object) -> int | None:
@@ -387,6 +395,24 @@ _NGRAM_MISTAKES: list[tuple[Callable[[list[str], list[str], int], tuple[int | No
         lambda h, r, n: (sum(c for g, c in _ngrams(r, n).items() if g in _ngrams(h, n)), None),
         "The matches count the reference's occurrences: count the hypothesis's n-grams, each at most as often as "
         "the reference has it",
+    ),
+    (
+        lambda h, r, n: (
+            _clipped([" ".join(sorted(g)) for g in _windows(h, n)], [" ".join(sorted(g)) for g in _windows(r, n)], 1),
+            None,
+        ),
+        "The n-grams ignore word order (sorted, or a set of words): 'cat the' is not 'the cat', and word order "
+        "is what BLEU's 2- to 4-grams measure. Keep each n-gram as the tuple of its words in order",
+    ),
+    (
+        lambda h, r, n: (_clipped(["".join(g) for g in _windows(h, n)], ["".join(g) for g in _windows(r, n)], 1), None),
+        "The words of an n-gram are joined without a separator, so ('a', 'bc') and ('ab', 'c') become one "
+        "string: keep the tuple of words, tuple(words[i : i + n])",
+    ),
+    (
+        lambda h, r, n: (_clipped([w.lower() for w in h], [w.lower() for w in r], n), None),
+        "The words are lower-cased: BLEU here is case-sensitive (sacreBLEU's case:mixed, section 7), so 'The' "
+        "and 'the' are two words; compare them as they are",
     ),
     (
         lambda h, r, n: (None, max(len(r) - n + 1, 0)),

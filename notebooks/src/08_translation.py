@@ -315,6 +315,9 @@ if not SKIP_TRAINING:
     display(evaluation_curve(history, title="The live run: training and validation loss"))
 
 # %% [markdown]
+# (With training skipped, as in a class, the cell above prints nothing: what follows describes the run saved in the
+# complete edition of this notebook, which a student who trains gets a run like.)
+#
 # From a uniform guess to the shape of a caption in 250 steps. In the run saved here, midway the model writes the captions' commonest
 # words and repeats them ("a man in a man in a ..."); by the end most sentences have a subject and a verb
 # ("A woman in a white shirt is sitting ..."), though they still repeat and invent. 250 steps do not teach the
@@ -393,7 +396,8 @@ assert losses["label smoothing 0.1, eval mode"] > losses["plain, eval mode"] + 0
 # token it adds, `(B*K,)`. Hint: give each row of `log_probs` its hypothesis's score, `scores.reshape(B * K, 1) +
 # log_probs` `(B*K, V)`; view each sentence's candidates as one row of $K V$, `(B, K*V)`; take `topk`; and turn each
 # position `i` in a row back into a hypothesis of that sentence, `i // V` (row `b*K + i // V` of `log_probs`), and a
-# token, `i % V`. The checker recognises ranking by the new token alone, a `parent` that forgets which sentence it
+# token, `i % V`. Make any new tensor, such as `torch.arange(B)`, where the scores are (`device=scores.device`): the
+# checker also runs your function on a stand-in for a GPU. The checker recognises ranking by the new token alone, a `parent` that forgets which sentence it
 # is in, swapped indices, and scores added without reshaping.
 
 
@@ -714,10 +718,11 @@ assert abs(beam_score.score / beam_score.bp - greedy_score.score / greedy_score.
 
 # %% [markdown]
 # Beam search changes about half of the translations, and in a few of them it returns a text with a worse penalised
-# score than greedy's. The pruning by log-probability allows it, as in many implementations (Wu et al. compare
-# finished hypotheses by their penalised score during the search); the count is of texts, though, scored in the
-# tokenizer's own split, and the model now and then writes a word in another split, which it scores otherwise, so
-# the count does not tell the two causes apart. And its gain over the whole test
+# score than greedy's. Two things can cause that, and the count does not tell them apart. One is the search: it
+# prunes by log-probability, as many implementations do (Wu et al. compare finished hypotheses by their penalised
+# score during the search), so a hypothesis that would have scored better can be dropped early. The other is how the
+# texts are scored: each is encoded again in the tokenizer's own split, while the model now and then writes a word
+# in other pieces (two pieces, say, where the tokenizer would give one), which the model scores otherwise. And its gain over the whole test
 # set comes from the brevity penalty: greedy's translations are shorter than the references, the beam's, ranked with
 # the length penalty, are closer to their length, while the part of BLEU that counts matching n-grams is about the
 # same for both (printed). Here the length penalty, not a more accurate search, is what beam search buys.
