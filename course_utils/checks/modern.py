@@ -205,7 +205,14 @@ def _check_block_keys_and_shapes(state: dict[str, Any], expected: dict[str, Tens
     """GPTBlock's keys, each a tensor of its shape on its device; a shape transposed or not split is told so."""
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or extra:
-        raise NotYet(f"the keys differ from GPTBlock's: missing {missing[:4]}, unexpected {extra[:4]}")
+
+        def listed(keys: list[str]) -> str:  # the first few, and how many more
+            return f"{keys[:4]}" + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+
+        raise NotYet(
+            f"the keys differ from GPTBlock's ({len(missing)} missing, {len(extra)} unexpected): missing "
+            f"{listed(missing)}, unexpected {listed(extra)}"
+        )
     for name, want in expected.items():
         have = state[name]
         if not isinstance(have, Tensor):

@@ -230,7 +230,8 @@ except RuntimeError as error:
 conv1d = {f"{name}.weight" for name, module in hf_gpt2.named_modules() if type(module).__name__ == "Conv1D"}
 print(len(conv1d), "Conv1D weights, e.g.", sorted(conv1d)[:2])
 renamed = from_hf_state(hf_state, GPT2_NAMES, transposed=conv1d, packed=GPT2_PACKED)
-ours.load_state_dict(renamed)
+loaded = ours.load_state_dict(renamed)  # strict: any key missing or unexpected raises
+print("keys missing:", loaded.missing_keys, "unexpected:", loaded.unexpected_keys)
 
 # %% tags=["nbval-ignore-output"]
 with torch.no_grad():
@@ -404,7 +405,8 @@ print(
 # frequencies. Pair dimension $i$ with $i + d/2$, and turn pair $i$ at position $m$ by the angle $m\,\theta^{-2i/d}$:
 # $(a, b) \mapsto (a\cos - b\sin,\; a\sin + b\cos)$. Chapter 03's exercise paired neighbours; this one is what
 # Hugging Face's Llama computes. Return the shape of `x`. The checker compares with `apply_rotary`, which the cells
-# below use.
+# below use, and also runs your function on a stand-in for a GPU: make new tensors, such as the exponents, where `x`
+# is (`device=x.device`).
 
 
 # %% tags=["exercise"]
@@ -430,7 +432,8 @@ check_rotary_halves(my_rotary)
 #
 # The gate decides, feature by feature and token by token, how much of the up-projection passes. Three matrices of
 # width $d_\text{ff}$ hold as many weights as GPT's two of width $4\,d_\text{model}$ when $d_\text{ff} =
-# \tfrac{8}{3}\,d_\text{model}$, Llama's choice, rounded up (here $\tfrac{8}{3} \times 64 \approx 171$, so 176).
+# \tfrac{8}{3}\,d_\text{model}$, Llama's choice, rounded up, here to a multiple of 16 ($\tfrac{8}{3} \times 64
+# \approx 171$, so 176; Llama's own sizes round up to a multiple of 256).
 # Equal to Llama's `LlamaMLP`:
 
 # %%
@@ -662,7 +665,11 @@ assert rows[2048][2] < rows[2048][0]  # fused is faster at the longest context
 # half the key/value weights; its untied head and a SwiGLU network of $d_\text{ff}$ = 192 take them back). Three
 # seeds each, validation loss at the end. A third model tells the share of the rotary positions apart: the same
 # Llama-style model with GPT's learned position table instead (every rotation by the angle 0, so attention sees no
-# distance but what the table teaches it). (On a GPU they train in bfloat16, or, on one without it such as Colab's
+# distance but what the table teaches it). `Llama` builds its inputs in two methods a subclass may override:
+# `embed(idx, past)`, the vectors of the new tokens (`past` is how many positions a cache already holds), and
+# `layer_inputs(idx, past)`, what every layer gets besides the stream, the rotary angles' cosines and sines. The third
+# model adds its table in the first and gives every angle 0 (cosine 1, sine 0) in the second. Its table is
+# $64 \times 64$ = 4,096 more weights than the Llama-style model's, which if anything helps it. (On a GPU they train in bfloat16, or, on one without it such as Colab's
 # free T4, in float16 with a gradient scaler, chapter 02's `amp`: a run there gives other figures than the CPU's.)
 
 # %% tags=["nbval-ignore-output"]
