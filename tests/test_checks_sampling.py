@@ -336,6 +336,28 @@ def top_p_one_past_crossing(logits, p):
     return _top_p(logits, p, extra=1)
 
 
+def top_p_sorted_probabilities_returned(logits, p):  # the nucleus right, but left in sorted order
+    sorted_probs, _ = logits.softmax(-1).sort(dim=-1, descending=True)
+    kept = sorted_probs * (sorted_probs.cumsum(-1) - sorted_probs < p)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def top_p_gathered_back(logits, p):  # gather where scatter undoes the sort
+    probs = logits.softmax(-1)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    keep = (sorted_probs.cumsum(-1) - sorted_probs < p).gather(-1, order)
+    kept = probs * keep
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def top_p_cumsum_of_logits(logits, p):  # the running sum over sorted logits, not probabilities
+    probs = logits.softmax(-1)
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    keep_sorted = sorted_logits.cumsum(-1) - sorted_logits < p
+    kept = probs * keep_sorted.scatter(-1, order, keep_sorted)
+    return kept / kept.sum(-1, keepdim=True)
+
+
 def top_p_not_renormalised(logits, p):
     return _top_p(logits, p, renormalise=False)
 
@@ -423,6 +445,9 @@ TOP_P_WRONG = [
     (top_p_in_place, IN_PLACE),
     (top_p_unsorted, "sort them in descending order"),
     (top_p_not_scattered_back, "still in sorted order"),
+    (top_p_sorted_probabilities_returned, "returned in sorted order"),
+    (top_p_gathered_back, "put back with gather"),
+    (top_p_cumsum_of_logits, "running sum is taken over the logits"),
     (top_p_on_meta, "meta"),
     (top_p_mask_made_on_the_cpu, "create new tensors on the inputs' device"),
     (top_p_returns_logits, "return probabilities"),

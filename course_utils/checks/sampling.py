@@ -304,6 +304,22 @@ def check_top_p(fn: Callable[..., Any]) -> Verdict:
                 (probs * keep, "the kept probabilities do not sum to 1: divide them by their sum (renormalise)"),
                 (probs, "nothing is cut off: set the probabilities outside the nucleus to 0"),
             ]  # fmt: skip
+            sorted_probs, order = probs.sort(dim=-1, descending=True)  # (B, V) each
+            keep_sorted = sorted_probs.cumsum(-1) - sorted_probs < p  # (B, V): the nucleus, in sorted order
+            sorted_logits = logits.sort(dim=-1, descending=True).values
+            by_logits = sorted_logits.cumsum(-1) - sorted_logits < p  # a running sum of logits, not probabilities
+            mistakes += [
+                (_renormalised(sorted_probs, keep_sorted),
+                 "the probabilities are returned in sorted order: token i's probability must stay at column i; "
+                 "build the mask in sorted order, scatter it back (mask.scatter(-1, order, mask)), then apply it "
+                 "to the probabilities in vocabulary order"),
+                (_renormalised(probs, keep_sorted.gather(-1, order)),
+                 "the mask is put back with gather: gather(-1, order) applies the sorting once more; scatter undoes "
+                 "it, mask.scatter(-1, order, mask)"),
+                (_renormalised(probs, by_logits.scatter(-1, order, by_logits)),
+                 "the running sum is taken over the logits: p is a share of probability, so accumulate the sorted "
+                 "softmax probabilities"),
+            ]  # fmt: skip
             mistakes += [
                 (_renormalised(probs, _nucleus(probs, other)),
                  f"this is the nucleus for p={other}, not for p={p}: is p written into the code? Use the argument p")
