@@ -348,13 +348,18 @@ _SENTENCES = [
 ]
 
 
-def _ngrams(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
-    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
-
-
 def _windows(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
     """The n-grams of ``tokens`` in order, as tuples."""
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def _ngrams(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
+    return Counter(_windows(tokens, n))
+
+
+def _clipped_as(key: Callable[[tuple[str, ...]], object], h: Sequence[str], r: Sequence[str], n: int) -> int:
+    """Clipped matches with each n-gram seen through ``key``: what an answer that keys its n-grams so counts."""
+    return sum((Counter(map(key, _windows(h, n))) & Counter(map(key, _windows(r, n)))).values())
 
 
 def _count(x: object) -> int | None:
@@ -397,15 +402,12 @@ _NGRAM_MISTAKES: list[tuple[Callable[[list[str], list[str], int], tuple[int | No
         "the reference has it",
     ),
     (
-        lambda h, r, n: (
-            _clipped([" ".join(sorted(g)) for g in _windows(h, n)], [" ".join(sorted(g)) for g in _windows(r, n)], 1),
-            None,
-        ),
+        lambda h, r, n: (_clipped_as(lambda g: tuple(sorted(g)), h, r, n), None),
         "The n-grams ignore word order (sorted, or a set of words): 'cat the' is not 'the cat', and word order "
         "is what BLEU's 2- to 4-grams measure. Keep each n-gram as the tuple of its words in order",
     ),
     (
-        lambda h, r, n: (_clipped(["".join(g) for g in _windows(h, n)], ["".join(g) for g in _windows(r, n)], 1), None),
+        lambda h, r, n: (_clipped_as("".join, h, r, n), None),
         "The words of an n-gram are joined without a separator, so ('a', 'bc') and ('ab', 'c') become one "
         "string: keep the tuple of words, tuple(words[i : i + n])",
     ),
