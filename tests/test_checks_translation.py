@@ -3,6 +3,7 @@ answers written in other styles pass, each classic mistake fails with a message 
 is reported as not attempted.
 """
 
+import functools
 import heapq
 import itertools
 import re
@@ -106,6 +107,13 @@ def beam_step_with(mistake):
             candidates = log_probs
         else:
             candidates = scores.reshape(B * K, 1) + log_probs
+        if mistake in ("own-best-token", "own-best-token-unsorted"):  # each hypothesis keeps its best token
+            best, token = candidates.max(-1)  # (B*K,)
+            new_scores, order = best.view(B, K), torch.arange(K).expand(B, K)
+            if mistake == "own-best-token":
+                new_scores, order = new_scores.sort(-1, descending=True)
+            parent = (torch.arange(B)[:, None] * K + order).view(-1)
+            return new_scores, parent, token[parent]
         if mistake == "per-hypothesis":
             new_scores, index = candidates.topk(K, dim=-1)
             return new_scores, index.flatten() // V, index.flatten() % V
@@ -148,6 +156,8 @@ def test_beam_step_right_answers_pass(fn, capsys):
         ("probabilities", "new_scores are probabilities"),
         ("token-alone", "log-probability alone"),
         ("per-hypothesis", "the top K of each hypothesis's own row"),
+        ("own-best-token", "extended by its own best token only"),
+        ("own-best-token-unsorted", "extended by its own best token only"),
         ("hard-coded-K", "not with B = 2, K = 3, V = 11, seed = 1"),
         ("ascending", "best first"),
         ("no-offset", "add b*K"),
@@ -281,6 +291,32 @@ def bpe_one_merge(piece, merges):
     return merge_pair(symbols, min(present, key=rank.get)) if present else symbols
 
 
+def bpe_joined_pair(piece, merges):
+    """Every merge in order, but a pair of neighbours compared by its joined string."""
+    symbols = list(piece)
+    for a, b in merges:
+        i = 0
+        while i < len(symbols) - 1:
+            if symbols[i] + symbols[i + 1] == a + b:
+                symbols[i : i + 2] = [a + b]
+            i += 1
+    return symbols
+
+
+def bpe_greedy_longest(piece, merges, from_right=False):
+    """The longest symbol that the merges can make, taken greedily from one end."""
+    known = {a + b for a, b in merges}
+    text, out = piece[::-1] if from_right else piece, []
+    while text:
+        for length in range(len(text), 0, -1):
+            head = text[:length][::-1] if from_right else text[:length]
+            if length == 1 or head in known:
+                out.append(head)
+                text = text[length:]
+                break
+    return out[::-1] if from_right else out
+
+
 @pytest.mark.parametrize(
     "fn",
     [bpe_solution, bpe_replay, bpe_rank_first_occurrence_tuple, bpe_regex],
@@ -300,6 +336,9 @@ def test_bpe_segment_right_answers_pass(fn, capsys):
         (bpe_pops_merges, "changed its input merges in place"),
         (bpe_hard_coded, "not with merges = [('n', 'a')"),
         (bpe_one_merge, "only one merge is applied"),
+        (bpe_joined_pair, "matched by its joined string"),
+        (bpe_greedy_longest, "longest known symbol from the left (WordPiece's rule)"),
+        (functools.partial(bpe_greedy_longest, from_right=True), "longest known symbol from the right"),
         (lambda piece, merges: "".join(bpe_solution(piece, merges)), "list of strings"),
     ],
     ids=[
@@ -310,6 +349,9 @@ def test_bpe_segment_right_answers_pass(fn, capsys):
         "mutates-merges",
         "hard-coded-merges",
         "one-merge-only",
+        "joined-pair",
+        "longest-from-left",
+        "longest-from-right",
         "a-string",
     ],
 )

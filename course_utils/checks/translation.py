@@ -93,6 +93,7 @@ def check_beam_step(fn: Callable[..., Any]) -> Verdict:
             times = (scores.reshape(B * K, 1) * log_probs).view(B, K * V).topk(K, dim=-1).values
             tiled = (scores.repeat(1, V) + log_probs.view(B, K * V)).topk(K, dim=-1).values
             pad_banned = _beam_step(scores, log_probs.index_fill(1, torch.tensor([0]), float("-inf")))[0]
+            own_best = (scores.reshape(B * K, 1) + log_probs).max(-1).values.view(B, K)  # one token per hypothesis
             name_mistake(new_scores, expected_scores, [
                 (tiled, "scores.repeat(1, V) lays the scores out as k0 k1 ... k0 k1 ..., but in log_probs.view(B, K*V) "
                  "each hypothesis's V tokens are side by side: repeat each score V times in a row, "
@@ -100,6 +101,10 @@ def check_beam_step(fn: Callable[..., Any]) -> Verdict:
                 (pad_banned, "<pad> (id 0) is banned: a finished hypothesis, one that wrote <eos>, is carried on by "
                  "<pad> at no cost (its row of log_probs is 0 at <pad>, -inf elsewhere), so it keeps its place "
                  "among the K; let <pad> compete like any token"),
+                *((best, "each hypothesis is extended by its own best token only, so the K new hypotheses "
+                   "are the K old ones, one token longer: choose the K best among all K x V candidates of a "
+                   "sentence at once (two may extend the same hypothesis), (scores.reshape(B * K, 1) + "
+                   "log_probs).view(B, K * V).topk(K)") for best in (own_best.sort(-1, descending=True)[0], own_best)),
                 (by_token_alone, "the hypotheses are ranked by the new token's log-probability alone: add each "
                  "hypothesis's score (scores[b, k] + log_probs[b*K + k]), since a hypothesis is scored by the sum of "
                  "its tokens' log-probabilities"),
@@ -194,8 +199,28 @@ def _right_to_left(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
     return symbols
 
 
-def _longest_match(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
-    """WordPiece's rule: the longest known symbol from the left, again and again."""
+def _joined_match(piece: str, merges: Sequence[tuple[str, str]]) -> list[str]:
+    """Every merge, in order, but a pair of neighbours matched by its joined string: '▁' 'ban' taken for '▁b' 'an'."""
+    symbols = list(piece)
+    for a, b in merges:
+        out: list[str] = []
+        i = 0
+        while i < len(symbols):
+            if i + 1 < len(symbols) and symbols[i] + symbols[i + 1] == a + b:
+                out.append(a + b)
+                i += 2
+            else:
+                out.append(symbols[i])
+                i += 1
+        symbols = out
+    return symbols
+
+
+def _longest_match(piece: str, merges: Sequence[tuple[str, str]], from_right: bool = False) -> list[str]:
+    """WordPiece's rule: the longest known symbol from the left (or, here, from the right), again and again."""
+    if from_right:
+        flipped = [(b[::-1], a[::-1]) for a, b in merges]
+        return [symbol[::-1] for symbol in reversed(_longest_match(piece[::-1], flipped))]
     vocab = set(piece) | {a + b for a, b in merges}
     out, i = [], 0
     while i < len(piece):
@@ -277,6 +302,15 @@ def check_bpe_segment(fn: Callable[..., Any]) -> Verdict:
             _longest_match,
             "this takes the longest known symbol from the left (WordPiece's rule); BPE replays "
             "its merges in the order they were learned",
+        ),
+        (
+            lambda piece, merges: _longest_match(piece, merges, from_right=True),
+            "this takes the longest known symbol from the right; BPE replays its merges in the order they were learned",
+        ),
+        (
+            _joined_match,
+            "a pair of neighbours is matched by its joined string: '▁' 'ban' joins to '▁ban' as '▁b' 'an' does, but "
+            "only the pair ('▁b', 'an') is that merge; compare the two symbols, (symbols[i], symbols[i + 1]) == pair",
         ),
         (_reverse_order, _LATEST_FIRST),
         (lambda piece, merges: _reverse_order(piece, merges, passes=1), _LATEST_FIRST),
