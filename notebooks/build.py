@@ -218,7 +218,9 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
                 source = student_version(source)
                 prompt = PREDICT_PROMPT if ANSWER_STUB.search(source) else EXERCISE_PROMPT
                 source = f"{prompt}\n{source}"
-            elif measurement_next and edition == "student":  # its asserts would give the answer away: folded
+            elif (measurement_next or "measurement" in meta.get("tags", [])) and edition == "student":
+                # the cell after a prediction, or one tagged "measurement" later on (it asserts what the prediction
+                # asked): its asserts would give the answer away, so it is folded
                 source = f"{MEASUREMENT_TITLE}\n{source}"
                 meta = {**meta, "jupyter": {"source_hidden": True}, "cellView": "form"}  # JupyterLab's, Colab's
             elif exercise:

@@ -115,3 +115,14 @@ def test_the_measurement_after_a_prediction_is_folded_in_the_student_edition(nam
     for cell in after:
         assert cell.metadata.get("jupyter", {}).get("source_hidden") is True and cell.metadata.get("cellView") == "form"
         assert cell.source.startswith("# @title The measurement"), cell.source[:80]
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_cell_that_asserts_a_predictions_answer_is_folded_in_the_student_edition(name):
+    """A later cell that asserts what a prediction asked (chapter 04 measures its runs in a second cell) is folded
+    as the first one is: tagged "measurement" in the source."""
+    cells = [c for c in nbformat.read(NOTEBOOKS / "student" / name, as_version=4).cells if c.cell_type == "code"]
+    for cell in cells:
+        if "what the prediction above asked" in cell.source:
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, cell.source[:80]
+            assert cell.source.startswith("# @title The measurement"), cell.source[:80]

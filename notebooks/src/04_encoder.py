@@ -422,7 +422,7 @@ print(f"warm-up run's learning rate at steps 1, 12, 25, 100: {shown}")
 # sequences sorted without a single mistake. A model that knows nothing gives each of the 10 digits
 # probability 1/10, a loss of $\ln 10$ (chapter 02's first-loss check).
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "measurement"]
 test_x, test_y = (t.to(device) for t in sort_batch(1000, torch.Generator().manual_seed(99)))
 uniform = math.log(10)
 print(f"uniform guess over 10 digits: loss ln 10 = {uniform:.3f}\n")
