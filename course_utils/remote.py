@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .utils import watch_forward
+from .utils import code_names, watch_forward
 
 __all__ = ["KernelSide", "Link", "RemoteFunction", "loopback"]
 
@@ -231,13 +231,7 @@ class KernelSide:
                 description["parameters"] = [(p.name, int(p.kind), p.default is not p.empty) for p in parameters]
             except (TypeError, ValueError):
                 description["parameters"] = None
-            names: set[str] = set()
-            stack = [getattr(value, "__code__", None)]
-            while stack:  # the function's code and the code of the functions and lambdas defined in it
-                code = stack.pop()
-                if code is not None:
-                    names.update(code.co_names)
-                    stack += [k for k in code.co_consts if hasattr(k, "co_names")]
+            names = code_names(value)  # with those of the functions and lambdas defined in it
             scope = getattr(value, "__globals__", {})
             description["names"] = sorted(names)
             description["aliases"] = {

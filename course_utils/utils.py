@@ -176,3 +176,21 @@ def watch_forward(
             del cls.forward
         else:
             cls.forward = own  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def code_names(fn: object) -> set[str]:
+    """The names a function's code uses: globals and attributes (``co_names``) and the keyword arguments it passes
+    (``enable_gqa=True`` keeps ``"enable_gqa"`` among its constants), in its own code and in the functions and lambdas
+    defined in it. Empty for an object without code."""
+    names: set[str] = set()
+    code = getattr(fn, "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        names.update(getattr(c, "co_names", ()))
+        for k in getattr(c, "co_consts", ()):
+            if hasattr(k, "co_names"):
+                stack.append(k)
+            elif isinstance(k, tuple) and all(isinstance(s, str) for s in k):  # pyright: ignore[reportUnknownVariableType]
+                names.update(k)  # pyright: ignore[reportUnknownArgumentType]
+    return names

@@ -237,7 +237,90 @@ def attention_pair_swapped(query, key, value, mask=None):
     return weights, out
 
 
+def attention_softmax_in_float32_cast_back(query, key, value, mask=None):
+    """The softmax in float32 whatever the inputs' dtype (chapter 02's advice), cast back before the values."""
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    return weights @ value, weights
+
+
+def attention_returns(second):
+    """The right output, with ``second(scores, mask, weights)`` returned as the weights."""
+
+    def answer(query, key, value, mask=None):
+        scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(-1)
+        return weights @ value, second(scores, mask, weights)
+
+    return answer
+
+
+attention_weights_none = attention_returns(lambda s, m, w: None)
+
+
+attention_weights_are_the_scores = attention_returns(lambda s, m, w: s)
+
+
+attention_weights_transposed = attention_returns(lambda s, m, w: w.transpose(-2, -1))
+
+
+def attention_weights_unmasked(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    weights = scores.softmax(-1)
+    hidden = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+    return hidden.softmax(-1) @ value, weights
+
+
+attention_fill_minus_10 = attention_variant(hide=lambda s, m: s.masked_fill(~m, -10.0))
+
+
+attention_sigmoid = attention_variant(softmax=torch.sigmoid)
+
+
+def attention_key_T(query, key, value, mask=None):
+    scores = query @ key.T / math.sqrt(query.size(-1))  # section 2's K^T, on a 3-d key
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1) @ value
+
+
+attention_mask_unsqueezed = attention_variant(hide=lambda s, m: s.masked_fill(~m.unsqueeze(1), float("-inf")))
+
+
+def attention_output_divided_unscaled_scores(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(-1)
+    return weights @ value / math.sqrt(query.size(-1)), weights
+
+
+def attention_in_float64(query, key, value, mask=None):
+    return attention_solution(query.double(), key.double(), value.double(), mask)
+
+
+def attention_additive_float_mask(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores + torch.where(mask, 0.0, float("-inf"))  # a float32 tensor: bfloat16 scores become float32
+    weights = scores.softmax(-1)
+    return weights @ value, weights
+
+
+def attention_softmax_in_float32(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32)
+    return weights @ value, weights
+
+
 ATTENTION_RIGHT = cases(
+    (attention_softmax_in_float32_cast_back,),
     (attention_solution,),
     (attention_einsum_minus_1e9,),
     (attention_where_tensor_scale_list,),
@@ -281,12 +364,24 @@ def attention_imported_by_name(query, key, value, mask=None):
 
 
 ATTENTION_WRONG = cases(
+    (attention_weights_none, "the second item returned is None"),
+    (attention_weights_are_the_scores, "the weights returned are the scores before the softmax"),
+    (attention_weights_transposed, "they are transposed"),
+    (attention_weights_unmasked, "the weights returned are those without the mask"),
+    (attention_fill_minus_10, "keys the mask hides still get weight"),
+    (attention_sigmoid, "a query's weights do not sum to 1"),
+    (attention_key_T, "key.T reverses every axis"),
+    (attention_mask_unsqueezed, "use it without reshaping it"),
+    (attention_output_divided_unscaled_scores, "sqrt(d_k) divides after the softmax (the weights, or the output)"),
+    (attention_in_float64, "has dtype torch.float64 for torch.float32 inputs"),
+    (attention_additive_float_mask, "a mask made as a float32 tensor and added"),
+    (attention_softmax_in_float32, "a softmax with dtype=torch.float32"),
     (attention_pytorch, "through scaled_dot_product_attention, attention written for you"),
     (scaled_dot_product_attention, "through"),
     (attention_through_an_alias, "through SDPA, attention written for you"),
     (attention_imported_by_name, "through scaled_dot_product_attention"),
     (attention_d_k_power_one_half, "d_k ** 1/2 is (d_k ** 1) / 2"),
-    (attention_weights_divided_after_softmax, "divided by sqrt(d_k) after the softmax"),
+    (attention_weights_divided_after_softmax, "sqrt(d_k) divides after the softmax"),
     (attention_mask_times_minus_inf, "0 * inf is NaN"),
     (attention_no_scaling, "not divided by sqrt(d_k)"),
     (attention_divided_by_d_k, "divided by d_k = 8, not by its square root"),
@@ -408,7 +503,6 @@ def bias_pair_swapped(query, key, value, bias):
 
 BIAS_RIGHT = cases(
     (bias_solution,),
-    (bias_pytorch,),
     (bias_einsum_output_only,),
     (bias_queries_scaled_first_float64,),
     (bias_with_a_masked_attention,),
@@ -420,7 +514,20 @@ def bias_scaled_by_keys(query, key, value, bias):
     return scores.softmax(dim=-1) @ value
 
 
+def bias_as_a_mask(query, key, value, bias):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    return scores.masked_fill(bias < 0, float("-inf")).softmax(-1) @ value
+
+
+def bias_weights_before_the_bias(query, key, value, bias):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    return (scores + bias).softmax(-1) @ value, scores + bias
+
+
 BIAS_WRONG = cases(
+    (bias_pytorch, "through scaled_dot_product_attention, which adds the bias for you"),
+    (bias_as_a_mask, "the bias is used as a mask"),
+    (bias_weights_before_the_bias, "the weights returned are the scores before the softmax"),
     (bias_scaled_by_keys, "divided by sqrt(5), the number of keys T_k"),
     (bias_after_softmax, "the bias is added after the softmax"),
     (bias_divided_too, "the bias is divided by sqrt(d_k) with the scores"),
@@ -524,7 +631,12 @@ SPLIT_RIGHT = cases(
 )
 
 
+def split_d_k_hard_coded_4(x, n_heads):  # 4 does not divide the first case's d_model = 8 into n_heads = 4 heads
+    return x.reshape(x.size(0), x.size(1), n_heads, 4).transpose(1, 2)
+
+
 SPLIT_WRONG = cases(
+    (split_d_k_hard_coded_4, "take each from the input"),
     (split_no_transpose, "shape (B, T, h, d_k)"),
     (split_view_heads_first, "mixes positions"),
     (split_interleaved, "the last axis is viewed as (d_k, h)"),
@@ -608,7 +720,13 @@ MERGE_RIGHT = cases(
 )
 
 
+def merge_transpose_2_3(x):
+    B, h, T, d_k = x.shape
+    return x.transpose(2, 3).reshape(B, T, h * d_k)
+
+
 MERGE_WRONG = cases(
+    (merge_transpose_2_3, "transpose(2, 3) swaps T and d_k"),
     (merge_no_transpose, "transpose(1, 2) back to (B, T, h, d_k) before the reshape"),
     (merge_view_after_transpose, "so .view cannot regroup its axes: use .reshape(...)"),
     (merge_interleaved, "the heads are interleaved"),
@@ -708,7 +826,12 @@ def fuse_appends_to_its_list(head_weights):
     return torch.cat(head_weights[:-1], dim=1).T
 
 
+def fuse_heads_reversed(head_weights):
+    return torch.cat(list(reversed(head_weights)), dim=1).T
+
+
 FUSE_WRONG = cases(
+    (fuse_heads_reversed, "the heads are in reverse order"),
     (fuse_not_transposed, "nn.Linear stores its weight as (out, in)"),
     (fuse_interleaved, "interleaved"),
     (fuse_input_axis, "concatenated along the input axis"),
@@ -818,13 +941,19 @@ GQA_RIGHT = cases(
     (gqa_solution,),
     (gqa_expand_reshape,),
     (gqa_loop_over_query_heads,),
-    (gqa_pytorch,),
     (gqa_grouped_queries_broadcast,),
     (gqa_einsum,),
 )
 
 
+def gqa_values_tiled(query, key, value):
+    group = query.size(1) // key.size(1)
+    return scaled_dot_product_attention(query, key.repeat_interleave(group, dim=1), value.repeat(1, group, 1, 1))
+
+
 GQA_WRONG = cases(
+    (gqa_pytorch, "through enable_gqa=True"),
+    (gqa_values_tiled, "the keys and the values are expanded differently"),
     (gqa_tiled_with_repeat, "query head i uses key/value head i % g"),
     (gqa_loop_modulo, "k.repeat_interleave(h // g, dim=1)"),
     (gqa_multi_query, "multi-query attention"),

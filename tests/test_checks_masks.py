@@ -121,7 +121,14 @@ def padded_queries(tokens, pad_id):
     return real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T)
 
 
+def padding_from_lengths(tokens, pad_id):
+    lengths = (tokens != pad_id).sum(dim=1)  # (B,): as if the padding were all at the end
+    return (torch.arange(tokens.size(1)) < lengths[:, None])[:, None, None, :]
+
+
 PADDING_WRONG = [
+    ("built from the lengths", padding_from_lengths, "the mask is built from each sequence's length"),
+    ("tokens > pad_id", lambda tokens, pad_id: (tokens > pad_id)[:, None, None, :], "tokens > pad_id takes the real"),
     ("(B, T)", lambda tokens, pad_id: tokens != pad_id, "shape (B, T): add two axes"),
     ("flipped: True = pad", lambda tokens, pad_id: (tokens == pad_id)[:, None, None, :], FLIPPED),
     ("flipped: True = pad", lambda tokens, pad_id: (tokens == pad_id)[:, None, None, :], "True marks the padding"),
@@ -225,6 +232,11 @@ def window_negative_slices(size, window):
 
 
 WINDOW_WRONG = [
+    (
+        "| for &",
+        lambda s, w: (torch.arange(s) <= torch.arange(s)[:, None]) | (torch.arange(s) > torch.arange(s)[:, None] - w),
+        "joined by | (or)",
+    ),
     ("negative slice start", window_negative_slices, "a slice that starts at i - window + 1 < 0 counts from the end"),
     ("flipped", lambda s, w: ~window_solution(s, w), FLIPPED),
     ("off by one, more", lambda s, w: window_solution(s, w + 1), "with window=3 each query sees 4 positions"),

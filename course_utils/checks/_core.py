@@ -41,6 +41,11 @@ class NotWritten(NotYet):
     """The student's function still raises ``NotImplementedError``: the exercise is not attempted yet."""
 
 
+class Named(NotYet):
+    """A classic mistake recognised by what it computes (``name_mistake``): its message stands as it is, even in a
+    later test case, where ``each_case`` would otherwise ask about a value written into the code."""
+
+
 def _plain(result: Any, name: str) -> Any:
     """``result`` if its tensors are plain ``torch.Tensor`` (or parameters): a tensor subclass can answer a comparison
     however it likes, so a checker does not compare one."""
@@ -302,7 +307,7 @@ def each_case(one: Callable[..., str], cases: list[dict[str, Any]]) -> str:
     for i, case in enumerate(cases):
         try:
             result = one(**case)
-        except NotWritten:
+        except (NotWritten, Named):
             raise
         except NotYet as e:
             if i == 0:
@@ -436,7 +441,7 @@ def name_mistake(got: object, expected: Tensor, mistakes: list[tuple[Tensor, str
     ``mistakes`` pairs what a classic bug computes with the message that names it."""
     for buggy, message in mistakes:
         if not differs(got, buggy) and differs(buggy, expected):
-            raise NotYet(f"{context}: {message}" if context else message)
+            raise Named(f"{context}: {message}" if context else message)
 
 
 class Verdict:

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from ..model.attention import expand_kv, scaled_dot_product_attention
 from ..model.masks import causal_mask
+from ..utils import code_names
 from ._core import (
     MISTAKES,
     NotYet,
@@ -47,6 +48,11 @@ def _call(fn: Callable[..., Any], *args: Any) -> Any:
             raise NotYet(
                 f"{e} (after a transpose the tensor's memory is no longer in that order, so .view cannot regroup its "
                 "axes: use .reshape(...), or .contiguous().view(...))"
+            ) from None
+        if "is invalid for input of size" in str(e):
+            raise NotYet(
+                f"{e} (the sizes asked of .view or .reshape do not multiply to the tensor's number of elements: take "
+                "each from the input, x.size(...) and d_k = d_model // n_heads, rather than writing one in)"
             ) from None
         raise
 
@@ -123,13 +129,7 @@ def _library_attention(fn: Callable[..., Any]) -> str | None:
     library = getattr(fn, "library", None)  # set on the grader's stand-in for a function of the answer's process
     if isinstance(library, str):
         return library
-    code = getattr(fn, "__code__", None)
-    names: set[str] = set()
-    stack = [code] if code is not None else []
-    while stack:  # the function's code and the code of the functions and lambdas defined in it
-        c = stack.pop()
-        names.update(c.co_names)
-        stack += [k for k in c.co_consts if hasattr(k, "co_names")]
+    names = code_names(fn)  # with those of the functions and lambdas defined in it
     scope = getattr(fn, "__globals__", {})
     for name in sorted(names):
         if name in _LIBRARY_ATTENTION or any(scope.get(name) is f for f in known):
@@ -149,14 +149,17 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
         padding = (torch.arange(T_k) < lengths[:, None]).view(B, *([1] * len(lead)), T_k)  # (B, 1, T_k) or 4-d
         random = (torch.rand(T_q, T_k, generator=g) > 0.3) | torch.eye(T_q, T_k, dtype=torch.bool)  # no empty rows
         for mask in (None, random, causal_mask(T_k)[-T_q:], padding):
-            got = _output(call(fn, q, k, v, mask), (*lead, T_q, d_v), (*lead, T_q, T_k))
-            expected, _ = scaled_dot_product_attention(q, k, v, mask)
+            raw = _attention_call(fn, q, k, v, mask)
+            got = _output(raw, (*lead, T_q, d_v), (*lead, T_q, T_k))
+            expected, weights = scaled_dot_product_attention(q, k, v, mask)
             torch.testing.assert_close(expected, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
             if mask is None:
                 _name_unmasked_mistake(got, expected, q, k, v, heads)
             else:
                 _name_masked_mistake(got, expected, q, k, v, mask)
+            _name_weights_mistake(fn, got, expected, q, k, mask)
             same(got, expected, "the output" + (" with a mask" if mask is not None else ""))
+            _returned_weights(raw, weights, q @ k.transpose(-2, -1) / math.sqrt(d_k), mask)
         return (
             "your attention equals course_utils.scaled_dot_product_attention and PyTorch's "
             "F.scaled_dot_product_attention, with and without masks."
@@ -176,6 +179,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
         backpropagates(
             fn, q, k, v, None, what="the attention output", reference=lambda *a: scaled_dot_product_attention(*a)[0]
         )
+        _same_dtype(_output(call(fn, q, k, v, None), (2, 3, 8), (2, 3, 5)), q, "the output")
         _on_a_gpu(fn)
         library = _library_attention(fn)
         if library:
@@ -189,6 +193,108 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
     return verdict(run)
 
 
+def _attention_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """``call(fn, query, key, value, mask_or_bias)``, with PyTorch's errors for two classic slips explained: ``key.T``
+    (which reverses every axis) and a mask reshaped before use."""
+    try:
+        return _call(fn, *args)
+    except NotYet as e:
+        key, extra = args[1], args[3]
+        if "T" in code_names(fn) and key.dim() > 2 and re.search(r"must match|mat1 and mat2|size mismatch", str(e)):
+            raise NotYet(
+                f"{e}. key.T reverses every axis of a tensor with more than two (section 2's K^T is a matrix's): on "
+                f"key {tuple(key.shape)} it gives {tuple(reversed(key.shape))}. Swap only the last two axes, "
+                "key.transpose(-2, -1) (or key.mT)"
+            ) from None
+        if isinstance(extra, Tensor) and "must match" in str(e):
+            raise NotYet(
+                f"{e}, with a {'mask' if extra.dtype == torch.bool else 'bias'} of shape {tuple(extra.shape)}: it "
+                "comes broadcastable to the scores (..., T_q, T_k) as it is; use it without reshaping it"
+            ) from None
+        raise
+
+
+def _same_dtype(got: Tensor, query: Tensor, what: str) -> None:
+    """The output in the inputs' dtype: float64 from float32 inputs would break the next layer's float32 matmul."""
+    if got.dtype != query.dtype:
+        raise NotYet(
+            f"{what} has dtype {got.dtype} for {query.dtype} inputs: computing in another precision is fine, but "
+            f"return the result in the inputs' dtype, .to(query.dtype), or the next layer's matmul fails"
+        )
+
+
+def _weights_of(fn: Callable[..., Any], q: Tensor, k: Tensor, extra: Tensor | None) -> Tensor | None:
+    """The weights the answer gives each key, read from its output: with the identity matrix as the values, row i
+    of the output is query i's weights. None if that call does not give a tensor of the weights' shape."""
+    eye = torch.eye(k.size(-2)).expand(*k.shape[:-1], k.size(-2))  # (..., T_k, T_k)
+    try:
+        got = _output(call(fn, q, k, eye.clone(), extra), (*q.shape[:-1], k.size(-2)), ())
+    except NotYet:
+        return None
+    shape = (*q.shape[:-1], k.size(-2))
+    return got if isinstance(got, Tensor) and got.device == k.device and got.shape == shape else None
+
+
+def _name_weights_mistake(
+    fn: Callable[..., Any], got: Tensor, expected: Tensor, q: Tensor, k: Tensor, mask: Tensor | None
+) -> None:
+    """A wrong output that no other message names, named by the weights the answer gives (its output with the
+    identity as the values): a row that does not sum to 1, or weight left on a hidden key."""
+    if not isinstance(got, Tensor) or got.device != expected.device or got.shape != expected.shape:
+        return  # named by same(), as it is
+    if not differs(got, expected):
+        return
+    weights = _weights_of(fn, q, k, mask)
+    if weights is None or not weights.isfinite().all():
+        return
+    sums = weights.double().sum(-1)
+    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+        first = sums.flatten()[(sums.flatten() - 1).abs().argmax()].item()
+        raise NotYet(
+            f"a query's weights do not sum to 1 (one row sums to {first:.4g}): the weights are the softmax of the "
+            "scaled scores over the keys, scores.softmax(dim=-1), nothing after it"
+        )
+    if isinstance(mask, Tensor) and mask.dtype == torch.bool:
+        hidden = ~mask.expand(weights.shape)
+        if (weights[hidden] > 1e-6).any():
+            most = weights[hidden].max().item()
+            raise NotYet(
+                f"keys the mask hides still get weight (up to {most:.3g}): a finite fill such as -10 or -1e4 only "
+                'lowers their scores; fill them with float("-inf"), whose softmax weight is exactly 0'
+            )
+
+
+def _returned_weights(raw: Any, expected: Tensor, scaled: Tensor, mask: Tensor | None) -> None:
+    """The weights of an answer that returns the pair ``(output, weights)``, as its docstring asks: the softmax's
+    result, with the mask applied, in the shape ``(..., T_q, T_k)``; checked once the output is right."""
+    if not (isinstance(raw, tuple | list) and len(raw) == 2):  # pyright: ignore[reportUnknownArgumentType]
+        return
+    weights: Any = raw[1]
+    if weights is None:
+        raise NotYet(
+            "the output is right, and the second item returned is None: return the weights too, (weights @ value, "
+            "weights), or the output alone"
+        )
+    if isinstance(weights, Tensor) and weights.shape != expected.shape and weights.shape == expected.mT.shape:
+        raise NotYet(
+            f"the weights have shape {tuple(weights.shape)}, (..., T_k, T_q): they are transposed; each query's row "
+            "of weights over the keys is (..., T_q, T_k), the softmax's result as it is"
+        )
+    hidden = scaled if mask is None else scaled.masked_fill(~mask, float("-inf"))
+    name_mistake(
+        weights,
+        expected,
+        [
+            (hidden, "the weights returned are the scores before the softmax: return the softmax's result"),
+            (scaled, "the weights returned are the scores before the softmax: return the softmax's result"),
+            (scaled.softmax(-1), "the weights returned are those without the mask: return the masked softmax, "
+             "the weights the output was computed with"),
+        ],
+        "the output is right, but",
+    )  # fmt: skip
+    same(weights, expected, "the weights (the second item returned)")
+
+
 def _on_a_gpu(fn: Callable[..., Any]) -> None:
     """The answer as a GPU runs it: its inputs on another device (the meta device stands in for one), and in
     bfloat16, where a fill value the size of float32's extremes overflows."""
@@ -198,7 +304,17 @@ def _on_a_gpu(fn: Callable[..., Any]) -> None:
     got = on_meta(fn, q, k, v, mask)
     off_the_cpu("the output", got, getattr(fn, "__name__", "it"))  # an (output, weights) pair included
     expected, _ = scaled_dot_product_attention(q, k, v, mask)
-    half = _output(call(fn, q.bfloat16(), k.bfloat16(), v.bfloat16(), mask), (2, 3, 8), (2, 3, 5))
+    try:
+        half = _output(call(fn, q.bfloat16(), k.bfloat16(), v.bfloat16(), mask), (2, 3, 8), (2, 3, 5))
+    except NotYet as e:
+        if not re.search(r"BFloat16|dtype|scalar type", str(e)):
+            raise
+        raise NotYet(
+            f"right in float32, but with bfloat16 inputs (what a GPU computes in) {e}. A step turned the bfloat16 "
+            "scores into float32 (a softmax with dtype=torch.float32, or a mask made as a float32 tensor and added), "
+            "and the weights then meet the bfloat16 values in a matmul: make such tensors in scores.dtype, or cast "
+            "the weights back, weights.to(value.dtype)"
+        ) from None
     if not (isinstance(half, Tensor) and half.shape == expected.shape and half.isfinite().all()
             and torch.allclose(half.float(), expected, atol=0.1)):  # fmt: skip
         raise NotYet(
@@ -239,8 +355,8 @@ def _name_unmasked_mistake(got: Tensor, expected: Tensor, q: Tensor, k: Tensor, 
         [
             (
                 scores.softmax(-1) / math.sqrt(d_k) @ v,
-                "the weights are divided by sqrt(d_k) after the softmax, so they no longer sum to 1, and the scores "
-                f"went into it unscaled: divide the scores before the softmax, {root}, then .softmax(dim=-1)",
+                "sqrt(d_k) divides after the softmax (the weights, or the output), and the scores went into it "
+                f"unscaled: divide the scores before the softmax, {root}, then .softmax(dim=-1)",
             )
         ],
     )
@@ -358,6 +474,11 @@ def check_merge_heads(fn: Callable[..., Any]) -> Verdict:
                     "right shape, wrong values: transpose(1, 2) back to (B, T, h, d_k) before the reshape",
                 ),
                 (
+                    x.transpose(2, 3).reshape(B, T, n_heads * d_k),
+                    "right shape, wrong values: transpose(2, 3) swaps T and d_k; the heads axis is the one to move, "
+                    "next to d_k: transpose(1, 2), to (B, T, h, d_k), then the reshape",
+                ),
+                (
                     x.permute(0, 2, 3, 1).reshape(B, T, n_heads * d_k),
                     "right shape, wrong values: the heads are interleaved (feature j of head i lands at j * h + i), "
                     "as permute(0, 2, 3, 1) puts d_k before h: transpose(1, 2) only, to (B, T, h, d_k), so that each "
@@ -392,7 +513,8 @@ def check_attention_with_bias(fn: Callable[..., Any]) -> Verdict:
         distance = (torch.arange(T_q)[:, None] + T_k - T_q - torch.arange(T_k)).abs().float()  # queries: the last
         # far keys are penalised, as ALiBi does; with heads, one slope per head: a (h, T_q, T_k) bias
         bias = -slope * (distance if heads is None else torch.arange(1, heads + 1)[:, None, None] * distance)
-        out = _output(call(fn, q, k, v, bias), (*lead, T_q, d_k), (*lead, T_q, T_k))
+        raw = _attention_call(fn, q, k, v, bias)
+        out = _output(raw, (*lead, T_q, d_k), (*lead, T_q, T_k))
         scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k), not yet scaled
         scaled = scores / math.sqrt(d_k)
         expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # PyTorch adds a float attn_mask
@@ -425,8 +547,16 @@ def check_attention_with_bias(fn: Callable[..., Any]) -> Verdict:
                 f"sqrt({d_k}), the size of each query and key (query.size(-1)), then add the bias",
             ),
         ]
+        if slope > 0:  # every bias entry off the diagonal is negative: a bias used as a mask hides them all
+            mistakes.append((
+                scaled.masked_fill(bias < 0, float("-inf")).softmax(-1) @ v,
+                "the bias is used as a mask, hiding the keys where it is negative: it is a penalty, not a ban; add "
+                "it to the scaled scores, scores + bias, so that far keys weigh less but still count",
+            ))  # fmt: skip
         name_mistake(out, expected, mistakes)
         same(out, expected, "the output")
+        weights = (scaled + bias).softmax(-1)
+        _returned_weights(raw, weights, scaled + bias, None)
         return "right: softmax(Q K^T / sqrt(d_k) + bias) V, as F.scaled_dot_product_attention with a float attn_mask."
 
     def run() -> str:
@@ -450,7 +580,14 @@ def check_attention_with_bias(fn: Callable[..., Any]) -> Verdict:
             what="the attention output",
             reference=lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b),
         )
+        _same_dtype(_output(call(fn, q, k, v, bias), (2, 3, 8), (2, 3, 5)), q, "the output")
         off_the_cpu("the output", on_meta(fn, q, k, v, bias), getattr(fn, "__name__", "it"))
+        library = _library_attention(fn)
+        if library:
+            raise NotYet(
+                f"right numbers, but through {library}, which adds the bias for you (a float attn_mask): this "
+                "exercise is to add it yourself, where your attention's masked_fill acts, on the scaled scores"
+            )
         return message
 
     return verdict(run)
@@ -488,6 +625,11 @@ def check_fused_head_projections(fn: Callable[..., Any]) -> Verdict:
             got,
             expected,
             [
+                (
+                    torch.cat(heads[::-1], dim=1).T,
+                    "the heads are in reverse order: head i's block is rows i * d_k to (i + 1) * d_k - 1, so "
+                    "concatenate them in their order, torch.cat(head_weights, dim=1).T",
+                ),
                 (
                     scrambled,
                     "right shape, wrong values: .reshape (or .view) of the stacked (h, d_model, d_k) to "
@@ -554,6 +696,18 @@ def check_grouped_query_attention(fn: Callable[..., Any]) -> Verdict:
                     "share one key/value head: k.repeat_interleave(h // g, dim=1)",
                 ),
                 (first, "every query head uses key/value head 0; that is multi-query attention (g = 1)"),
+                *(
+                    (
+                        scaled_dot_product_attention(q, *pair)[0],
+                        "the keys and the values are expanded differently (one with .repeat, which tiles the "
+                        "groups, the other with .repeat_interleave): expand both alike, "
+                        "k.repeat_interleave(h // g, dim=1) and v.repeat_interleave(h // g, dim=1)",
+                    )
+                    for pair in (
+                        (expand[0], v.repeat(1, group, 1, 1)),
+                        (k.repeat(1, group, 1, 1), expand[1]),
+                    )
+                ),
                 (unscaled, "the scores are not divided by sqrt(d_k): call scaled_dot_product_attention, which does"),
             ],
         )
@@ -587,6 +741,12 @@ def check_grouped_query_attention(fn: Callable[..., Any]) -> Verdict:
 
         backpropagates(fn, q, k, v, what="the grouped-query attention output", reference=grouped)
         off_the_cpu("the output", on_meta(fn, q, k, v), getattr(fn, "__name__", "it"))
+        if "enable_gqa" in code_names(fn):
+            raise NotYet(
+                "right numbers, but through enable_gqa=True, which lets PyTorch give each query head its key/value "
+                "head: this exercise is to do that yourself, copies of the same head side by side along dim=1 "
+                "(repeat_interleave), then scaled_dot_product_attention"
+            )
         return message
 
     return verdict(run)

@@ -164,7 +164,13 @@ def check_padding_mask(fn: Callable[..., Any]) -> Verdict:
                 (tokens > pad_id)[:, None, None, :],
                 f"tokens > pad_id takes the real ids below pad_id = {pad_id} for padding: a real token is any id "
                 "!= pad_id",
-            )
+            ),
+            (
+                (torch.arange(T) < real.sum(dim=1, keepdim=True))[:, None, None, :],
+                "the mask is built from each sequence's length, which assumes the padding is all at the end: here "
+                f"a sequence has pad_id = {pad_id} elsewhere (tokens {tokens.tolist()}); compare each token, "
+                "tokens != pad_id",
+            ),
         ]
         name_mistake(got, expected, mistakes)
         if isinstance(got, Tensor) and got.dtype == torch.bool and got.shape == expected.shape:
@@ -215,6 +221,8 @@ def check_sliding_window_mask(fn: Callable[..., Any]) -> Verdict:
             f"off by one: with window={window} each query sees only {window - 1} positions; it must see itself "
             "and the window - 1 before it: j > i - window": (j <= i) & (j > i - window + 1),
             "the future is allowed: a band around the diagonal; keep only j <= i (causal)": (i - j).abs() < window,
+            "the two conditions are joined by | (or): a key must be in the past AND inside the window, "
+            "(j <= i) & (j > i - window)": (j <= i) | (j > i - window),
             f"this is the plain causal mask: the window={window} is ignored": j <= i,
             "the first rows are empty: a slice that starts at i - window + 1 < 0 counts from the end (mask[i, -1:2] "
             "selects nothing), so the first queries see nothing, not even themselves; start at "

@@ -389,7 +389,9 @@ print(
 # `(..., T, d_k)`: the scores, the division by $\sqrt{d_k}$, the mask, the softmax over the keys, the weighted
 # sum of the values. The checker below runs it with $T_q \neq T_k$, with and without masks, and compares it with
 # `course_utils.scaled_dot_product_attention` and with PyTorch's fused `F.scaled_dot_product_attention`; an answer
-# that calls one of those (or `nn.MultiheadAttention`) instead of writing the steps is sent back.
+# that calls one of those (or `nn.MultiheadAttention`) instead of writing the steps is sent back. It also runs your
+# function on bfloat16 inputs, as a GPU computes, so keep every step in the inputs' dtype; and if you return the pair
+# (output, weights), it checks the weights too.
 
 
 # %% tags=["exercise"]
@@ -585,7 +587,8 @@ check_masked_mean(masked_mean)
 # bias)`: $\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + \text{bias}\right)V$, with `query`
 # `(..., T_q, d_k)`, `key` `(..., T_k, d_k)`, `value` `(..., T_k, d_v)` and a float `bias` broadcastable to
 # `(..., T_q, T_k)`. Return the output `(..., T_q, d_v)`, or the pair (output, weights). Hint: where does
-# `masked_fill` act in your `attention`? The bias acts there, on the scaled scores.
+# `masked_fill` act in your `attention`? The bias acts there, on the scaled scores. (`F.scaled_dot_product_attention`
+# adds a float `attn_mask` this way, so an answer that calls it is sent back, as in section 6.)
 
 
 # %% tags=["exercise"]
