@@ -644,7 +644,7 @@ assert on_marker_1[0] > 0.9 and abs(history_1.loss[-1] - math.log(10)) < 0.2
 # which is close to the accuracy printed above.
 #
 # Is this one run's luck? The cell trains both models again with two more seeds (the starting weights and the
-# batches change), a few seconds on a CPU:
+# batches change), well under a minute on a CPU:
 
 # %% tags=["nbval-ignore-output"]
 SEEDS = (1, 2)
