@@ -82,11 +82,15 @@ def leak_with(mistake):
     def probe(fn, tokens, j, new_id):
         changed = tokens if mistake == "in-place" else tokens.clone()
         before = fn(tokens).detach()
-        position = 0 if mistake == "token-0" else j
+        position = {"token-0": 0, "token-j-1": j - 1}.get(mistake, j)
         if mistake == "first-sequence":
             changed[0, position] = new_id
         elif mistake == "row-j":
             changed[j] = new_id
+        elif mistake == "row-j-mod-B":
+            changed[j % len(tokens)] = new_id
+        elif mistake == "from-j-on":
+            changed[:, j:] = new_id
         else:
             changed[:, position] = 0 if mistake == "hard-coded-new-id" else new_id
         with torch.no_grad():
@@ -97,7 +101,19 @@ def leak_with(mistake):
             "through-j": diff[:, : j + 1],
             "everywhere": diff,
             "after-j": diff[:, j + 1 :],
+            "before-j-1": diff[:, : j - 1],
         }.get(mistake, diff[:, :j])
+        if mistake == "before-j-1" and part.numel() == 0:
+            return 0.0
+        if mistake == "squared":
+            return part.pow(2).max().item()
+        if mistake == "int":
+            return int(part.abs().max().item())
+        if mistake == "mean-of-each-max":
+            return part.abs().flatten(1).amax(1).mean().item()
+        if mistake == "difference-of-max":
+            with torch.no_grad():
+                return abs(fn(changed)[:, :j].max().item() - before[:, :j].max().item())
         if mistake == "mean":
             return part.abs().mean().item()
         if mistake == "no-abs":
@@ -134,6 +150,14 @@ def test_future_leak_right_answers_pass(fn, capsys):
         ("no-abs", "without .abs()"),
         ("in-place", "changed its input tokens in place"),
         ("meta", "tensor on meta"),
+        ("before-j-1", "position j - 1 is left out"),
+        ("token-j-1", "token j - 1 is changed, not token j"),
+        ("from-j-on", "every token from j on is changed"),
+        ("row-j-mod-B", "a whole sequence (row j of the batch) is changed"),
+        ("squared", "the square of the largest change"),
+        ("int", "cut to a whole number"),
+        ("mean-of-each-max", "the mean over the sequences of each one's largest change"),
+        ("difference-of-max", "the change of the largest output, not the largest change"),
     ],
 )
 def test_future_leak_wrong_answers_fail(mistake, named, capsys):

@@ -21,7 +21,7 @@ from ..model.attention import MultiHeadAttention
 from ..model.encoder import Encoder
 from ..model.masks import padding_mask
 from ..model.positional import PositionalEncoding
-from ._core import NotYet, Verdict, call, each_case, verdict
+from ._core import Named, NotYet, Verdict, call, each_case, verdict
 from .predictions import Question, judge
 
 __all__ = ["MYSTERIES", "Mystery", "check_diagnosis", "check_future_leak", "mystery_model"]
@@ -128,7 +128,9 @@ MYSTERIES: dict[str, Mystery] = {
             "a": "The mask is torch.ones(T, T).tril(1): diagonal=1 keeps one entry above the diagonal, so position "
             "i reads token i + 1, the very token it must predict (bug 2 showed what training does with "
             "such a leak). The causality probe finds leaks at distance 1 only; the fix is tril() (diagonal 0).",
-            "c": "This model has no padding at all; the leak the causality probe shows is about order.",
+            "c": "This model takes no padding mask at all. The padding probe does flag it, but only each "
+            "sequence's last position moves, the one the appended padding follows: that position reads the next "
+            "token, padding or not, and the causality probe measures that leak, at distance 1. It is about order.",
             "d": "The causality probe flags it: outputs move when the next token changes.",
         },
         probe="causality_probe",
@@ -145,8 +147,9 @@ MYSTERIES: dict[str, Mystery] = {
         },
         answer="d",
         why={
-            "a": "Then shuffling the first half would leave the second half's outputs unchanged; the position probe "
-            "finds they change, a little: positions arrive, weakly.",
+            "a": "Then permuting the positions would only permute the outputs, and the position probe would say the "
+            "model ignores order. It measures a share above 0 instead (positions move the output a little, against "
+            "new tokens): positions arrive, weakly.",
             "b": "The position probe flags a weak signal, which fits; but the embeddings are not large: "
             "mystery_b.embed.weight.std() * sqrt(32) is about 1, the size of the encoding's values (between -1 and 1). "
             "Measure before choosing.",
@@ -335,7 +338,7 @@ def check_future_leak(my_future_leak: Callable[[Callable[[Tensor], Tensor], Tens
 _Leak = Callable[[Callable[[Tensor], Tensor], Tensor, Tensor, int], float]
 
 
-def _changed(fn: Callable[[Tensor], Tensor], tokens: Tensor, rows: slice | int, j: int, value: int) -> Tensor:
+def _changed(fn: Callable[[Tensor], Tensor], tokens: Tensor, rows: slice | int, j: slice | int, value: int) -> Tensor:
     """``fn``'s outputs with token ``j`` of ``rows`` set to ``value``."""
     changed = tokens.clone()
     changed[rows, j] = value
@@ -345,7 +348,7 @@ def _changed(fn: Callable[[Tensor], Tensor], tokens: Tensor, rows: slice | int, 
 def _leak_mistakes(tokens: Tensor, new_id: int) -> list[tuple[str, _Leak]]:
     """Each classic mistake, as the value it returns for (model, base outputs, outputs with token j changed, j)."""
 
-    def run_changed(fn: Callable[[Tensor], Tensor], rows: slice | int, j: int, value: int) -> Tensor:
+    def run_changed(fn: Callable[[Tensor], Tensor], rows: slice | int, j: slice | int, value: int) -> Tensor:
         return _changed(fn, tokens, rows, j, value)
 
     return [
@@ -393,6 +396,44 @@ def _leak_mistakes(tokens: Tensor, new_id: int) -> list[tuple[str, _Leak]]:
         (
             "token j is set to 0, not to new_id: use the argument, not a number written into the code.",
             lambda fn, base, out, j: _largest(run_changed(fn, slice(None), j, 0)[:, :j], base[:, :j]),
+        ),
+        (
+            "position j - 1 is left out: [:, :j] already stops before j (a slice leaves out its end), so "
+            "[:, :j - 1] drops the last position that must not move.",
+            lambda fn, base, out, j: _largest(out[:, : j - 1], base[:, : j - 1]),
+        ),
+        (
+            "token j - 1 is changed, not token j: changed[:, j] = new_id.",
+            lambda fn, base, out, j: _largest(run_changed(fn, slice(None), j - 1, new_id)[:, :j], base[:, :j]),
+        ),
+        (
+            "every token from j on is changed (changed[:, j:]): change token j alone, changed[:, j] = new_id.",
+            lambda fn, base, out, j: _largest(run_changed(fn, slice(None), slice(j, None), new_id)[:, :j], base[:, :j]),
+        ),
+        (
+            "a whole sequence (row j of the batch) is changed, not token j of every sequence: the positions are "
+            "dimension 1, changed[:, j] = new_id.",
+            lambda fn, base, out, j: _largest(
+                run_changed(fn, j % len(tokens), slice(None), new_id)[:, :j], base[:, :j]
+            ),
+        ),
+        (
+            "that is the square of the largest change: take the absolute change, .abs().max(), not ** 2.",
+            lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).pow(2).max()) if j else 0.0,
+        ),
+        (
+            "the value is cut to a whole number (int(...)), and a leak is usually well below 1: return float(...).",
+            lambda fn, base, out, j: float(int(_largest(out[:, :j], base[:, :j]))),
+        ),
+        (
+            "that is the mean over the sequences of each one's largest change: return the largest over the whole "
+            "batch, .abs().max().",
+            lambda fn, base, out, j: float((out[:, :j] - base[:, :j]).abs().flatten(1).amax(1).mean()) if j else 0.0,
+        ),
+        (
+            "that is the change of the largest output, not the largest change: subtract first, "
+            "(after - before).abs().max().",
+            lambda fn, base, out, j: abs(float(out[:, :j].max()) - float(base[:, :j].max())) if j else 0.0,
         ),
     ]
 
@@ -447,4 +488,4 @@ def _name_leak_mistake(results: list[_Result], tokens: Tensor, new_id: int) -> N
             not _close(value, expected) for value, _, expected in theirs
         ):
             name, j = wrong[0]
-            raise NotYet(f"on {name}, j={j}: {message}")
+            raise Named(f"on {name}, j={j}: {message}")

@@ -220,7 +220,7 @@ QUESTIONS: dict[str, Question] = {
             "yet, shows what was learned.",
             "b": "The loss measures exactly what the leak makes easy: predicting a character that is in plain view. "
             "The two runs face different problems, one of them nearly trivial.",
-            "c": "Without a mask each position can read the character it must predict, a few positions away in its "
+            "c": "Without a mask each position can read the character it must predict, at the next position of its "
             "own window: copying it is far easier than predicting it, so the loss falls much faster.",
         },
     ),

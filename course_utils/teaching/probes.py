@@ -655,8 +655,14 @@ def padding_probe(
             f"{extra} more padding positions move no real output ({_ROUNDING})",
         )
     finding = f"{extra} more padding positions move the real positions' outputs by up to {change:.3g}"
-    causes = ["no_padding_mask", "mask_convention", "mask_wrong_axis"]
+    causes: list[str | tuple[str, str]] = ["no_padding_mask", "mask_convention", "mask_wrong_axis"]
     if per_position:
+        last = torch.zeros_like(real)
+        last[:, -1] = True  # each sequence's last position, the one the appended padding follows
+        if bool((moved[real & ~last] <= tol).all()):  # only that one moves: it reads the next token
+            finding += "; only each sequence's last position moves, the one the padding follows"
+            causes.insert(0, ("off_by_one_mask", CAUSES["off_by_one_mask"] + " (it then reads the appended "
+                              "padding; causality_probe measures the leak)"))  # fmt: skip
         finite = torch.isfinite(out.reshape(*out.shape[:2], -1)).all(-1).cpu()  # (B, T + extra)
         real_finite = bool(finite[:, : tokens.size(1)][real].all())
         if not bool(finite[:, tokens.size(1) :].all()):  # the padded queries had nothing to attend to

@@ -291,10 +291,10 @@ for name in ("causal", "no mask"):
 assert gpt_loss["no mask"]["val"] < gpt_loss["causal"]["val"] - 0.5
 
 # %% [markdown]
-# In this run the model without a mask reaches a far lower loss, on the validation text too (asserted), and writes
-# garbage (the samples above): each position read the whole window, the character it must predict included, so in
-# training it learned to copy the next character from the position that holds it, and in generation that position
-# does not exist yet. A low loss proves nothing until the model is shown to be causal. **The probe**: `causality_probe`
+# In this run the model without a mask reaches a far lower loss, on the validation text too (asserted), yet its lower
+# loss buys nothing in generation (the samples above; after so short a training neither model writes English): each
+# position read the whole window, the character it must predict included, so in training it learned to copy the next
+# character from the position that holds it, and in generation that position does not exist yet. A low loss proves nothing until the model is shown to be causal. **The probe**: `causality_probe`
 # changes each later token in turn and measures how far every earlier output moves; `detail` is the matrix of
 # those changes, zero above the diagonal in a causal model.
 
@@ -325,7 +325,8 @@ dependency_heatmap(torch.stack([r.detail for r in leaks.values()]), list(shown),
 #
 # **Exercise: the heart of the causality probe.** Write `my_future_leak(fn, tokens, j, new_id)`: set token `j` of
 # every sequence to `new_id` (in a copy: never change the caller's tensor) and return, as a float, the largest
-# absolute change of `fn`'s outputs at the positions *before* `j`. In a causal model it is 0 for every `j`. The
+# absolute change of `fn`'s outputs at the positions *before* `j` (for `j` from 1 to $T - 1$: position 0 has none
+# before it). In a causal model it is 0 for every `j`. The
 # checker runs it on a causal model and on one without a mask, and recognises the classic slip of including
 # position `j` itself (output `j` reads token `j` by design).
 
@@ -739,8 +740,9 @@ assert more < as_trained - 0.2
 #
 # ## Bug 10 · Label smoothing through log(0)
 #
-# Label smoothing (chapter 06) trains towards a target distribution $q$: $1 - \varepsilon$ on the right token,
-# the rest spread over the others, and 0 on `<pad>`. Its loss is $\mathrm{KL}(q \,\|\, p) = \sum q (\log q - \log
+# Label smoothing (chapter 06) trains towards a target distribution $q$. Chapter 06 spreads $\varepsilon / V$ over
+# every token; the variant here, common in translation code, keeps `<pad>` out: $1 - \varepsilon$ on the right
+# token, the rest spread over the others, and 0 on `<pad>`. Its loss is $\mathrm{KL}(q \,\|\, p) = \sum q (\log q - \log
 # p)$, and a direct transcription meets $\log 0 = -\infty$ twice. First in $\log q$: where $q = 0$, $0 \cdot
 # (-\infty)$ is NaN. The reverser trained 150 steps with this loss:
 
@@ -856,8 +858,8 @@ assert max(accuracies["N(0, 1)", s] for s in SEEDS) < min(accuracies["N(0, 1/d)"
 #
 # ## Bug 12 · Dropout left on at inference
 #
-# `model.train()` is the default state of every module, and `train` leaves a model in the mode it found it in. A
-# hand-written decoding loop that never calls `model.eval()` decodes with dropout on:
+# Every module starts in training mode (the mode `model.train()` sets), and the course's `train` function leaves a
+# model in the mode it found it in. A hand-written decoding loop that never calls `model.eval()` decodes with dropout on:
 
 
 # %% tags=["nbval-ignore-output"]
@@ -1017,7 +1019,7 @@ check_diagnosis(diagnose_d, "D")
 #
 # - The classic bugs are silent in the settings shown: a missing mask, queries from the wrong side (with source and
 #   target of equal length; otherwise the shapes fail), an encoding with 2i applied twice, a drowned one, a head
-#   normalised along the wrong axis, dropout at inference. The code runs and, in this chapter's runs, the loss falls;
+#   normalised along the wrong axis (PyTorch warns only of a deprecated default), dropout at inference. The code runs and, in this chapter's runs, the loss falls;
 #   a flipped mask announces itself only as a row of NaN.
 # - A low training loss is not evidence: in this chapter's runs the leaky GPT's loss is far below the correct one's,
 #   and the reverser whose queries came from the encoder matched the correct one's loss while reversing nothing.

@@ -6,7 +6,7 @@ Cause codes, by probe:
 - causality: no_causal_mask, mask_convention, off_by_one_mask, cross_attention_queries, masked_row_nan
 - equality: unbiased_std, eps_outside_sqrt, wrong_scale, head_split, softmax_axis, mask_convention, 2i_twice,
   sin_cos_layout, log_of_zero, shape, dropout_on
-- padding: no_padding_mask, mask_wrong_axis, mean_over_padding, mask_convention
+- padding: no_padding_mask, mask_wrong_axis, mean_over_padding, mask_convention, off_by_one_mask
 - position: no_positions, weak_positions
 - batch: batch_mixing
 - output: probabilities, log_softmax_axis, softmax_axis
@@ -52,7 +52,7 @@ CAUSES = {
         "log_of_zero",
         "shape",
     },
-    "padding": {"no_padding_mask", "mask_wrong_axis", "mean_over_padding", "mask_convention"},
+    "padding": {"no_padding_mask", "mask_wrong_axis", "mean_over_padding", "mask_convention", "off_by_one_mask"},
     "position": {"no_positions", "weak_positions"},
     "batch": {"batch_mixing"},
     "output": {"probabilities", "log_softmax_axis", "softmax_axis"},
