@@ -8,6 +8,7 @@ and what this module imports. Its tests start processes, a few seconds each: the
 """
 
 import math
+import os
 import random
 
 import helpers
@@ -153,6 +154,18 @@ def average_half_written(model):
     return world_size
 
 
+def average_world_size_from_torchrun(model):  # torchrun's WORLD_SIZE, which spawn sets too
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= int(os.environ["WORLD_SIZE"])
+
+
+def average_divided_by_2(model):  # the number of ranks written in
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= 2
+
+
 def average_stub(model):
     # your code here
     raise NotImplementedError
@@ -165,10 +178,12 @@ AVERAGE_RIGHT = [
     average_one_buffer,
     average_all_gather,
     average_imported_names,
+    average_world_size_from_torchrun,
     *([AVG_OP[0]] if GLOO_AVERAGES else []),
 ]
 AVERAGE_WRONG = [
     ("summed", average_summed, "the gradients are summed, not averaged"),
+    ("divided-by-2", average_divided_by_2, "right on 2 ranks, but not on 3"),
     ("divided-twice", average_divided_twice, "divided twice"),
     ("all-reduce-of-a-copy", average_a_copy, "the gradients are left as they are"),
     ("nothing", average_nothing, "each rank trained on its own half of the batch"),
@@ -207,8 +222,12 @@ def ranks_per_answer():
         for fn in [*AVERAGE_RIGHT, *(wrong[1] for wrong in AVERAGE_WRONG)]
         if fn not in ALONE and fn.__name__ != "<lambda>"
     ]
-    per_rank = spawn(each_answer_on_one_group, 2, answers)
-    return {source: [per_rank[rank][i] for rank in range(2)] for i, (source, *_) in enumerate(answers)}
+    found = {}
+    for world_size in (2, 3):  # the check runs a right answer on 3 ranks too
+        per_rank = spawn(each_answer_on_one_group, world_size, answers)
+        for i, (source, *_) in enumerate(answers):
+            found[source, world_size] = [per_rank[rank][i] for rank in range(world_size)]
+    return found
 
 
 @pytest.mark.slow  # the answers run on 2 new processes (one group for them all, one more for the answer that hangs)
@@ -221,8 +240,8 @@ def test_each_averaging_answer_gets_its_verdict(check, answer, expected, says, r
         pytest.skip("run once, in one process; the grader's path is tested below")  # and a stub
 
     def spawned_once(fn, world_size, source, *args, **kwargs):  # what spawn returned for this answer in the fixture
-        if fn is distributed._gradients_averaged_with and world_size == 2 and source in ranks_per_answer:
-            return ranks_per_answer[source]
+        if fn is distributed._gradients_averaged_with and (source, world_size) in ranks_per_answer:
+            return ranks_per_answer[source, world_size]
         return spawn(fn, world_size, source, *args, **kwargs)
 
     monkeypatch.setattr(distributed, "spawn", spawned_once)
@@ -233,7 +252,7 @@ def test_each_averaging_answer_gets_its_verdict(check, answer, expected, says, r
 def test_an_answer_run_on_the_shared_group_returns_what_it_returns_on_a_group_of_its_own(ranks_per_answer):
     source = distributed._source(average_by_rank)  # each rank's weights its own: ranks mixed up would show
     alone = spawn(distributed._gradients_averaged_with, 2, source, "average_by_rank", {})
-    shared = ranks_per_answer[source]
+    shared = ranks_per_answer[source, 2]
     assert not torch.equal(alone[0]["weights"]["0.weight"], alone[1]["weights"]["0.weight"])
     for mine, theirs in zip(alone, shared, strict=True):
         assert mine["weights"].keys() == theirs["weights"].keys()
@@ -353,7 +372,27 @@ def shard_global_generator(n, rank, world_size, epoch, seed=0):
     return indices[rank::world_size]
 
 
+def shard_global_seed(n, rank, world_size, epoch, seed=0):
+    torch.manual_seed(seed + epoch)  # the right permutation, but the whole run's generator reseeded
+    indices = torch.randperm(n).tolist()
+    total = math.ceil(n / world_size) * world_size
+    return (indices * math.ceil(total / n))[:total][rank::world_size]
+
+
+def shard_next_rank(n, rank, world_size, epoch, seed=0):
+    return shard_solution(n, (rank + 1) % world_size, world_size, epoch, seed)
+
+
+def shard_padded_past(n, rank, world_size, epoch, seed=0):
+    indices = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+    total = (n // world_size + 1) * world_size  # one row of padding too many when world_size divides n
+    return (indices * math.ceil(total / n + 1))[:total][rank::world_size]
+
+
 SHARD_WRONG = [
+    ("global-seed", shard_global_seed, "drawn from PyTorch's global generator"),
+    ("next-rank", shard_next_rank, "each rank reads the next rank's indices"),
+    ("padded-past", shard_padded_past, "the padding goes past the next multiple of world_size"),
     ("contiguous-blocks", shard(contiguous=True), "each rank reads a contiguous block of the permutation"),
     ("contiguous-unpadded", shard(contiguous=True, pad="none"), "contiguous block"),
     ("no-padding", shard(pad="none"), "the run hangs"),
@@ -431,6 +470,8 @@ BYTES_WRONG = [
     ("a-string", lambda n, w, s: f"{bytes_solution(n, w, s) / 1e9:.1f} GB", "return the number of bytes"),
     ("strategy-unknown", lambda n, w, s: {"ddp": 16 * n}[s], "raised KeyError"),
     ("world-size-hard-coded", lambda n, w, s: 16 * n / (8 if s == "fsdp" else 1), "each rank holds"),
+    ("zero-1", lambda n, w, s: 16 * n if s == "ddp" else 8 * n + 8 * n / w, "that is ZeRO stage 1"),
+    ("zero-2", lambda n, w, s: 16 * n if s == "ddp" else 4 * n + 12 * n / w, "that is ZeRO stage 2"),
 ]
 
 

@@ -37,7 +37,7 @@ __all__ = ["check_average_gradients", "check_bytes_per_rank", "check_shard_indic
 # --- averaging the gradients over the ranks -------------------------------------------------------------------------
 
 WORLD = 2  # processes the answer runs on
-STEPS, ROWS, LR = 3, 8, 0.1  # SGD steps; rows of each step's batch, half of them per rank; learning rate
+STEPS, ROWS, LR = 3, 12, 0.1  # SGD steps; rows of each step's batch, split between the ranks (2 or 3); learning rate
 MODEL = "the checker's model: Linear(6, 16), Tanh, Linear(16, 2)"  # where a message names its parameters (2.bias)
 TIMEOUT = 60.0  # seconds before a rank still waiting in a collective is named
 # What gloo says on a rank that waits in a collective which another rank never joins (that rank has finished, or
@@ -59,9 +59,10 @@ def _batches() -> list[tuple[Tensor, Tensor]]:
     return [(torch.randn(ROWS, 6, generator=g), torch.randn(ROWS, 2, generator=g)) for _ in range(STEPS)]
 
 
-def _half(x: Tensor, rank: int) -> Tensor:
-    """Rank ``rank``'s rows of a batch: the first half for rank 0, the second for rank 1."""
-    per = x.size(0) // WORLD
+def _half(x: Tensor, rank: int, world_size: int = WORLD) -> Tensor:
+    """Rank ``rank``'s rows of a batch, of ``world_size`` equal parts: with 2 ranks, the first half for rank 0, the
+    second for rank 1."""
+    per = x.size(0) // world_size
     return x[rank * per : (rank + 1) * per]
 
 
@@ -168,7 +169,7 @@ def _gradients_averaged_with(
         fn = namespace[name]
         model = _model()
         for x, y in _batches():
-            _backward(model, _half(x, rank), _half(y, rank))
+            _backward(model, _half(x, rank, world_size), _half(y, rank, world_size))
             fn(model)
             _step(model)
     except NotImplementedError:
@@ -185,8 +186,8 @@ def _source(fn: Callable[..., Any]) -> str:
     if not callable(fn):
         raise NotYet(f"the checker needs your function itself; it got {type(fn).__name__} {fn!r:.40}")
     define = (
-        "the check runs your function in 2 new processes, which need its code: define it with def in a notebook "
-        "cell, run that cell, then this one"
+        "the check runs your function in new processes (2, then 3), which need its code: define it with def in a "
+        "notebook cell, run that cell, then this one"
     )
     if name == "<lambda>":
         raise NotYet(f"your function is a lambda: {define}")
@@ -223,8 +224,8 @@ def _equal(a: dict[str, Tensor], b: dict[str, Tensor], atol: float = 1e-5) -> bo
     return all(torch.allclose(a[n].double(), w.double(), rtol=0, atol=atol) for n, w in b.items())
 
 
-def _on_two_ranks(fn: Callable[..., Any]) -> dict[str, Any]:
-    """The answer run on ``WORLD`` new processes, in the process that holds it (the notebook's, or the grader's
+def _on_two_ranks(fn: Callable[..., Any], world_size: int = WORLD) -> dict[str, Any]:
+    """The answer run on ``world_size`` new processes, in the process that holds it (the notebook's, or the grader's
     kernel): each rank's result, or why there is none, as data. It never raises: the checker says what it means."""
     try:
         source = _source(fn)
@@ -235,9 +236,14 @@ def _on_two_ranks(fn: Callable[..., Any]) -> dict[str, Any]:
     name = getattr(fn, "__name__", "your function")
     start = time.monotonic()
     try:
-        return {"ranks": spawn(_gradients_averaged_with, WORLD, source, name, _imports(fn), timeout=TIMEOUT)}
+        return {"ranks": spawn(_gradients_averaged_with, world_size, source, name, _imports(fn), timeout=TIMEOUT)}
     except TimeoutError as e:
         return {"timeout": str(e), "early": time.monotonic() - start < TIMEOUT}
+
+
+def _on_three_ranks(fn: Callable[..., Any]) -> dict[str, Any]:
+    """``_on_two_ranks`` on 3 processes: an answer that divides by 2, written in, is right on 2 ranks only."""
+    return _on_two_ranks(fn, 3)
 
 
 def check_average_gradients(fn: Callable[..., Any]) -> Verdict:
@@ -292,7 +298,7 @@ def check_average_gradients(fn: Callable[..., Any]) -> Verdict:
             detail = detail.rstrip(".!") if hinted else detail  # a hint follows: "twice!. The" reads badly
             if error["raised"] == "NameError":
                 detail += (
-                    ". The check runs your function's own code in 2 new processes, with torch, dist "
+                    ". The check runs your function's own code in new processes (2, then 3), with torch, dist "
                     "(torch.distributed), nn, F, math and the modules your notebook imported: define what else it "
                     "needs inside the function"
                 )
@@ -312,6 +318,14 @@ def check_average_gradients(fn: Callable[..., Any]) -> Verdict:
         got: list[dict[str, Tensor]] = [r["weights"] for r in ranks]
         reference = _one_process()
         if all(_equal(g, reference, atol=1e-6) for g in got):
+            three = applied(_on_three_ranks) if callable(applied) else _on_three_ranks(fn)
+            weights = [r.get("weights") for r in three.get("ranks", [])] if isinstance(three, dict) else []
+            if len(weights) != 3 or not all(w is not None and _equal(w, reference, atol=1e-6) for w in weights):
+                raise NotYet(
+                    f"right on {WORLD} ranks, but not on 3, each on a third of every batch: is the number of ranks "
+                    "written into the code (a division by 2)? Divide by dist.get_world_size(), which each rank "
+                    "reads from its process group"
+                )
             return (
                 f"{name} is right: {WORLD} ranks, each on half of every batch, train the weights of one process "
                 "trained on the whole batches."
@@ -451,16 +465,29 @@ def _shard_mistake(got: list[list[int]], n: int, world_size: int, epoch: int, se
         ),
     ]
     expected = [_sampled(n, r, world_size, epoch, seed) for r in ranks]
+    named.append(
+        (
+            [expected[(r + 1) % world_size] for r in ranks],
+            "each rank reads the next rank's indices (rank r gets rank r + 1's): start at the rank itself, "
+            "padded[rank::world_size]",
+        )
+    )
     for buggy, message in named:
         if got == buggy and buggy != expected:
             return message
+    counts = [len(g) for g in got]
+    if len(set(counts)) == 1 and counts[0] > per:
+        return (
+            f"each rank reads {counts[0]} indices where DistributedSampler gives it {per}: the padding goes past the "
+            f"next multiple of world_size; pad only up to math.ceil(n / world_size) * world_size = {per * world_size} "
+            "(no padding at all when world_size divides n)"
+        )
     if world_size > 1 and max(map(len, got)) > 1 and all(_contiguous(g, padded) or _contiguous(g, perm) for g in got):
         return (
             "each rank reads a contiguous block of the permutation: a valid split, but not DistributedSampler's, "
             "which gives rank r every world_size-th index, starting at r: padded[rank::world_size]"
             + ("" if len(set(map(len, got))) == 1 else ". And the ranks get unequal counts: pad the permutation")
         )
-    counts = [len(g) for g in got]
     if len(set(counts)) > 1:
         short, long = counts.index(min(counts)), counts.index(max(counts))
         return (
@@ -504,9 +531,17 @@ def check_shard_indices(fn: Callable[..., Any]) -> Verdict:
 
     def run() -> str:
         for n, world_size, epoch, seed in cases:
+            state = torch.get_rng_state()
             got = [_as_indices(call(fn, n, rank, world_size, epoch, seed), rank) for rank in range(world_size)]
             expected = [_sampled(n, rank, world_size, epoch, seed) for rank in range(world_size)]
             if got == expected:
+                if not torch.equal(torch.get_rng_state(), state):
+                    raise NotYet(
+                        "right indices, but drawn from PyTorch's global generator (torch.manual_seed, then "
+                        "torch.randperm without generator=): in a training run that reseeds every other random draw "
+                        "each epoch, dropout's included. Draw them from a generator of their own, g = "
+                        "torch.Generator(); g.manual_seed(seed + epoch); torch.randperm(n, generator=g)"
+                    )
                 continue
             case = f"with n={n}, world_size={world_size}, epoch={epoch}, seed={seed}"
             outside = [i for g in got for i in g if not 0 <= i < n]
@@ -583,9 +618,22 @@ def check_bytes_per_rank(fn: Callable[..., Any]) -> Verdict:
         for b, message in PER_PARAMETER.items():
             if other != share and _close(got, b * n_params * other):
                 raise NotYet(f"{said}: {replicated}; and {message}")
+        if strategy == "fsdp" and world_size > 1:  # the ZeRO stages before 3 shard only part of the 16 bytes
+            stages = [
+                (8 + 8 / world_size, "ZeRO stage 1 (only AdamW's moments sharded: 8 + 8 / world_size bytes a "
+                 "parameter)"),
+                (4 + 12 / world_size, "ZeRO stage 2 (the gradients and the moments sharded, the parameters whole: "
+                 "4 + 12 / world_size)"),
+            ]  # fmt: skip
+            for per, stage in stages:
+                if _close(got, per * n_params):
+                    raise NotYet(
+                        f"{said}: that is {stage}. fully_shard is stage 3: it shards the parameters too, so every one "
+                        "of the 16 bytes is divided, 16 * n_params / world_size"
+                    )
         for unit, words in UNITS.items():
             if _close(got * unit, expected):
-                raise NotYet(f"{said}: this is the answer in {words}: return bytes (print it in MB, not return it)")
+                raise NotYet(f"{said}: this is the answer in {words}: return it in bytes (divide only to print it)")
         if _close(got, 8 * expected):
             raise NotYet(f"{said}: this is the answer in bits, 8 to a byte: return bytes")
         raise NotYet(

@@ -129,6 +129,9 @@ def _rank(
     if "numpy" in sys.modules:  # a forked rank would share the server's state with every other: fresh, as if started
         sys.modules["numpy"].random.seed()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # what torchrun sets in each process it starts, so that code written for it (int(os.environ["WORLD_SIZE"])) runs
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))  # fmt: skip
     torch.set_num_threads(1)
     try:
         dist.init_process_group(

@@ -16,7 +16,8 @@
 # that asserts it.
 #
 # Everything runs on a CPU: two processes that talk through `gloo`, PyTorch's CPU backend, stand in for two GPUs that
-# would talk through NCCL. The code is the same; only the backend's name changes.
+# would talk through NCCL (NVIDIA's library of collectives, PyTorch's backend on its GPUs). The code is the same; only
+# the backend's name changes.
 #
 # **You will learn**
 # - processes, ranks and world size, and the four collectives (all-reduce, all-gather, reduce-scatter, broadcast), run
@@ -29,8 +30,8 @@
 #   run never stopped;
 # - six classic distributed bugs, each run and measured, and what communication costs.
 #
-# **Prerequisites:** chapters 01–07 (the GPT and `train` of chapter 07). **Time:** about 60 minutes; every run here
-# takes seconds on a CPU.
+# **Prerequisites:** chapters 01–07 (the GPT and `train` of chapter 07). **Time:** about 60 minutes; each run here
+# takes seconds to a minute on a CPU.
 
 # %% [markdown]
 # ## Setup
@@ -208,8 +209,10 @@ def loss_of(model, x, y):
 # calls `all_reduce` once per parameter; yours calls it once in all, as DDP's buckets do in miniature (the checker
 # tests the average your function leaves, not how many calls it made): flatten every
 # gradient into one buffer (`torch.cat` of `p.grad.flatten()`), all-reduce it (a sum, the default), divide by
-# `dist.get_world_size()`, and copy each slice back into its `.grad` (`view_as`). The checker runs your function on 2
-# processes and compares the weights with one process on the whole batch; the script below uses `course_utils`' own.
+# `dist.get_world_size()`, and copy each slice back into its `.grad` (`view_as`). The checker runs your function's
+# code on 2 new processes, then on 3, and compares the weights with one process on the whole batch; those processes
+# have `torch`, `dist`, `nn`, `F`, `math` and the modules this notebook imported, so define any helper inside the
+# function. The script below uses `course_utils`' own.
 
 
 # %% tags=["exercise"]
@@ -375,8 +378,9 @@ assert ran["calls"]["with no_sync"] * 4 == ran["calls"]["without no_sync"]
 # DDP keeps a whole copy of everything on every rank. In float32 with AdamW, a parameter costs 4 bytes, its gradient 4,
 # and AdamW's two moving averages 8: **16 bytes per parameter on every rank**, whatever the number of ranks. A model of
 # 1 billion parameters needs 16 GB before a single activation is stored. The **ZeRO** paper (Rajbhandari et al., 2020)
-# removed the copies: shard the optimizer state (stage 1), the gradients too (stage 2), the parameters too (stage 3),
-# so that each of $N$ ranks holds $16/N$ bytes per parameter. PyTorch's FSDP2 (`fully_shard`) is stage 3:
+# removed the copies, in stages: shard the optimizer state (stage 1: $8 + 8/N$ bytes per parameter on each of $N$
+# ranks), the gradients too (stage 2: $4 + 12/N$), the parameters too (stage 3: $16/N$, every byte divided).
+# PyTorch's FSDP2 (`fully_shard`) is stage 3:
 #
 # - each rank keeps $1/N$ of every parameter, and so of its gradient and AdamW state: each is a `DTensor`, a tensor
 #   that knows it is a shard of a larger one (its `.to_local()` is this rank's shard, a plain tensor, and its
@@ -386,7 +390,7 @@ assert ran["calls"]["with no_sync"] * 4 == ran["calls"]["without no_sync"]
 # - in backward, as soon as a block's gradients are computed, they are **reduce-scattered**: each rank receives the
 #   sum of its own shard only, divided by $N$, and its optimizer updates only its shard.
 #
-# A reduce-scatter and an all-gather move the bytes of one all-reduce (section 1). So FSDP's reduce-scatter of the
+# A reduce-scatter and an all-gather make one all-reduce (section 1), and move its bytes (section 7 counts them). So FSDP's reduce-scatter of the
 # gradients and its all-gather of the weights before the forward send what DDP's all-reduce sends, and the second
 # all-gather, before the backward, adds half as much again: about 1.5 times DDP's bytes. It saves memory, not
 # communication. The script wraps
@@ -918,8 +922,8 @@ print(f"one process on {here} ({backend_for(here)}): {1000 * plain:.1f} ms a ste
 # $2(M-1)/M$ times an eighth of the gradients for $M$ nodes, and the node's ports carry its 8 GPUs' bytes side by side,
 # so a node's network time is those bytes over the ports' bandwidth added up. The node's network is counted two ways:
 # a port for each GPU, or one port that its 8 GPUs share. NCCL picks its own algorithm, and it may send more over the
-# network: a ring through all 16 GPUs (the last lines) passes $2(N-1)/N$ times the gradients out of each node, not
-# once. The three steps are the network's best case.
+# network: a ring through all 16 GPUs (the last lines) passes $2(N-1)/N$ times the gradients out of each node, where
+# the three steps pass only the node's share once. The three steps are the network's best case.
 
 # %%
 params = 124e6  # GPT-2 small (Radford et al., 2019)
@@ -1065,7 +1069,8 @@ check_shard_indices(my_shard_indices)
 # **Exercise 2 · Memory per rank.** Write `my_bytes_per_rank(n_params, world_size, strategy)`, the bytes one rank holds
 # for the parameters, their gradients and AdamW's state, all in float32, under `strategy` `"ddp"` or `"fsdp"` (FSDP2's
 # `fully_shard`, ZeRO stage 3), ignoring the activations and the rounding of uneven shards. Then use it (not graded):
-# how many parameters fit in 80 GB ($80 \times 10^9$ bytes) per GPU under each, on 8 GPUs?
+# how many parameters fit in 80 GB ($80 \times 10^9$ bytes) per GPU under each, on 8 GPUs? (Check yourself: with 16
+# bytes a parameter, $5 \times 10^9$ under DDP and eight times as many under FSDP, before any activation.)
 
 
 # %% tags=["exercise"]
