@@ -152,7 +152,8 @@ def check_markers(source: str, exercise: bool, where: str) -> None:
 ANSWER_STUB = re.compile(r"^\w+ = None  # your answer here$", re.MULTILINE)
 # The student edition's cell after a prediction, folded (JupyterLab) or shown as a form (Colab) under this title: its
 # code asserts what it measures, which would answer the prediction before it is made.
-MEASUREMENT_TITLE = "# @title The measurement: run it once your prediction is in (its code shows the answer)"
+MEASUREMENT_TITLE = "# @title The measurement: run it once your prediction is in"
+SHOWS_THE_ANSWER = " (its code shows the answer)"  # added to the title of a measurement that asserts its result
 EXERCISE_PROMPT = "# ✏️ Exercise: write the code where it says `raise NotImplementedError`, then run this cell."
 PREDICT_PROMPT = "# ✏️ Predict, then run: replace None with your answer, run this cell, then the next one."
 
@@ -221,7 +222,8 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
             elif (measurement_next or "measurement" in meta.get("tags", [])) and edition == "student":
                 # the cell after a prediction, or one tagged "measurement" later on (it asserts what the prediction
                 # asked): its asserts would give the answer away, so it is folded
-                source = f"{MEASUREMENT_TITLE}\n{source}"
+                shows = SHOWS_THE_ANSWER if re.search(r"^\s*assert ", source, re.MULTILINE) else ""
+                source = f"{MEASUREMENT_TITLE}{shows}\n{source}"
                 meta = {**meta, "jupyter": {"source_hidden": True}, "cellView": "form"}  # JupyterLab's, Colab's
             elif exercise:
                 folded = {"source_hidden": True}  # folded: the solution shows on request

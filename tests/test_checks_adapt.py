@@ -4,6 +4,7 @@ each classic mistake fails with a message that names it, and an unwritten stub i
 
 import codecs
 import itertools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,7 @@ from course_utils.checks import (
 )
 from course_utils.checks.adapt import lora_forward, merge_tree, multi_turn_mask, prompt_mask, stream_decode
 from course_utils.data.byte_bpe import bytes_to_unicode
+from course_utils.training.instruct import IGNORE
 
 HARD_CODED = "is a value written into the code"
 
@@ -222,6 +224,32 @@ def lora_detached(x, base, A, B, alpha):
     return base(x) + (alpha / A.size(0) * x @ A.T @ B.T).detach()
 
 
+def lora_merged_in_place(x, base, A, B, alpha):  # the update merged into the frozen layer itself
+    with torch.no_grad():
+        base.weight += alpha / A.shape[0] * B @ A
+    return base(x)
+
+
+def lora_floor_division(x, base, A, B, alpha):
+    return base(x) + alpha // A.shape[0] * x @ A.T @ B.T
+
+
+def lora_rank_from_b(x, base, A, B, alpha):
+    return base(x) + alpha / B.shape[0] * x @ A.T @ B.T
+
+
+def lora_root_rank(x, base, A, B, alpha):  # rsLoRA's scale
+    return base(x) + alpha / math.sqrt(A.shape[0]) * x @ A.T @ B.T
+
+
+def lora_bias_twice(x, base, A, B, alpha):
+    return base(x) + base.bias + alpha / A.shape[0] * x @ A.T @ B.T
+
+
+def lora_eight_hard_coded(x, base, A, B, alpha):
+    return base(x) + alpha / 8 * x @ A.T @ B.T
+
+
 # --- the prompt mask ------------------------------------------------------------------------------------------------
 
 
@@ -341,6 +369,64 @@ def stream_by_lead_byte(chunks):  # a character's length read from its first byt
     return out
 
 
+def mask_by_value(prompt_ids, response_ids):  # every id that occurs in the prompt masked, wherever it is
+    ids, prompt = prompt_ids + response_ids, set(prompt_ids)
+    return ids[:-1], [IGNORE if t in prompt else t for t in ids[1:]]
+
+
+def conversation_by_value(turns):
+    prompt = {t for p, _ in turns for t in p}
+    ids = [t for p, r in turns for t in p + r]
+    return ids[:-1], [IGNORE if t in prompt else t for t in ids[1:]]
+
+
+def conversation_boundary_kept(turns):  # each turn's targets from its own ids, the next turn's first id kept
+    ids, targets = [], []
+    for k, (p, r) in enumerate(turns):
+        if k:
+            targets.append(p[0])  # what the previous response's end token predicts
+        targets += [IGNORE] * (len(p) - 1) + r
+        ids += p + r
+    return ids[:-1], targets
+
+
+def conversation_zero(turns):
+    ids, labels = [], []
+    for p, r in turns:
+        ids += p + r
+        labels += [0] * len(p) + r
+    return ids[:-1], labels[1:]
+
+
+def stream_last_byte_held(chunks):  # only "all of it" or "all but the last byte" tried
+    out, held = [], b""
+    for chunk in chunks:
+        data = held + chunk
+        for cut in (len(data), len(data) - 1):
+            try:
+                out.append(data[:cut].decode("utf-8"))
+                held = data[cut:]
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            out.append("")
+            held = data
+    return out
+
+
+def stream_all_or_nothing(chunks):
+    out, held = [], b""
+    for chunk in chunks:
+        held += chunk
+        try:
+            out.append(held.decode("utf-8"))
+            held = b""
+        except UnicodeDecodeError:
+            out.append("")
+    return out
+
+
 def stream_replace(chunks):
     return [chunk.decode("utf-8", errors="replace") for chunk in chunks]
 
@@ -396,6 +482,12 @@ VERDICTS = [
             (lora_update_only, "only the update is returned"),
             (lora_rank_hard_coded, HARD_CODED),
             (lora_detached, "not the right gradient"),
+            (lora_merged_in_place, "base.weight was changed in place"),
+            (lora_floor_division, "alpha // r rounds down"),
+            (lora_rank_from_b, "with B.shape[0], the layer's output size"),
+            (lora_root_rank, "alpha / sqrt(r), rsLoRA's"),
+            (lora_bias_twice, "the bias is added twice"),
+            (lora_eight_hard_coded, "with peft's default rank written in"),
             (todo, "not written yet"),
         ],
     ),
@@ -410,6 +502,7 @@ VERDICTS = [
             (mask_end_token, "the end token is masked"),
             (mask_not_shifted, "the inputs are all the ids"),
             (mask_prompt_length_hard_coded, HARD_CODED),
+            (mask_by_value, "masked by its token values"),
             (todo, "not written yet"),
         ],
     ),
@@ -421,6 +514,9 @@ VERDICTS = [
             (conversation_first_prompt_only, "only the first prompt is masked"),
             (conversation_last_response_only, "only the last response is a target"),
             (conversation_unmasked, "the prompts are not masked"),
+            (conversation_by_value, "masked by their values"),
+            (conversation_boundary_kept, "that target is kept"),
+            (conversation_zero, "masked with 0"),
             (todo, "not written yet"),
         ],
     ),
@@ -432,6 +528,8 @@ VERDICTS = [
             (stream_ignore, "characters are lost"),
             (stream_at_the_end, "as soon as its last byte arrives"),
             (stream_strict, "keep its last bytes for the next chunk"),
+            (stream_last_byte_held, "as soon as its last byte arrives"),
+            (stream_all_or_nothing, "as soon as its last byte arrives"),
             (todo, "not written yet"),
         ],
     ),

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from ..data.byte_bpe import bytes_to_unicode, merge_tree
 from ..training.instruct import IGNORE
 from ..training.instruct import mask_prompt as prompt_mask  # the reference: one example's mask
-from ._core import NotWritten, NotYet, Verdict, backpropagates, call, each_case, name_mistake, same, verdict
+from ._core import Named, NotWritten, NotYet, Verdict, backpropagates, call, each_case, name_mistake, same, verdict
 
 __all__ = [
     "check_byte_table",
@@ -218,8 +218,18 @@ def check_lora_forward(fn: Callable[..., Any]) -> Verdict:
         x = torch.randn(2, 5, d_in, generator=g)  # (B, T, d_in)
         A, B = torch.randn(r, d_in, generator=g), torch.randn(d_out, r, generator=g)
         with torch.no_grad():
+            expected = lora_forward(x, base, A, B, alpha)  # before the answer runs: it may change base
+            frozen = {name: p.detach().clone() for name, p in base.named_parameters()}
             got = call(fn, x, base, A, B, alpha)
-            expected = lora_forward(x, base, A, B, alpha)
+            changed = [name for name, p in base.named_parameters() if not torch.equal(p, frozen[name])]
+            if changed:
+                raise NotYet(
+                    f"base.{changed[0]} was changed in place: the frozen layer stays as it is, and the update is "
+                    "added to its output, base(x) + (alpha / r) * x @ A.T @ B.T (merging B @ A into the weight is for "
+                    "after training, and on a copy)"
+                )
+            for p, value in zip(base.parameters(), frozen.values(), strict=True):
+                p.copy_(value)
             update = x @ A.T @ B.T
             mistakes = [
                 (base(x) + update, "the update is not scaled: multiply it by alpha / r (r = A.shape[0])"),
@@ -228,6 +238,15 @@ def check_lora_forward(fn: Callable[..., Any]) -> Verdict:
                  "roughly no new learning rate"),
                 (x @ base.weight.T + (alpha / r) * update, "the base layer's bias is missing: call base(x)"),
                 ((alpha / r) * update, "only the update is returned: add the frozen layer's own output, base(x)"),
+                (base(x) + (alpha // r) * update, f"alpha // r rounds down ({alpha:g} // {r} = {alpha // r:g}): "
+                 "divide with /, alpha / r"),
+                (base(x) + (alpha / d_out) * update, f"the scale is alpha / {d_out}, with B.shape[0], the layer's "
+                 "output size: r is A.shape[0] (A is (r, in), B is (out, r))"),
+                (base(x) + (alpha / r**0.5) * update, "the scale is alpha / sqrt(r), rsLoRA's; LoRA's (and peft's "
+                 "default) is alpha / r"),
+                (base(x) + base.bias + (alpha / r) * update, "the bias is added twice: base(x) already adds it"),
+                (base(x) + (alpha / 8) * update, f"the scale is alpha / 8, with peft's default rank written in: r "
+                 f"is these matrices' rank, A.shape[0] (here {r})"),
             ]  # fmt: skip
         name_mistake(got, expected, mistakes)
         same(got, expected, "the LoRA layer's output")
@@ -236,7 +255,9 @@ def check_lora_forward(fn: Callable[..., Any]) -> Verdict:
 
     def run() -> str:
         return each_case(
-            one, [dict(d_in=6, d_out=4, r=2, alpha=4.0, seed=0), dict(d_in=5, d_out=7, r=3, alpha=1.5, seed=1)]
+            # alpha / r, r / alpha, alpha / 8 and alpha / d_out all differ, so that each scale is told apart
+            one,
+            [dict(d_in=6, d_out=4, r=2, alpha=5.0, seed=0), dict(d_in=5, d_out=7, r=3, alpha=1.5, seed=1)],
         )
 
     return verdict(run)
@@ -287,6 +308,10 @@ def check_prompt_mask(fn: Callable[..., Any]) -> Verdict:
             "the end token is masked; the model must learn to write it, or it will never stop": (
                 [IGNORE] * (p - 1) + list(response_ids[:-1]) + [IGNORE]
             ),
+            "the prompt is masked by its token values, so a response token that also occurs in the prompt is masked "
+            "too: mask by position, the first len(prompt_ids) - 1 targets": [
+                IGNORE if t in set(prompt_ids) else t for t in ids[1:]
+            ],
         }
         if len(targets) != len(want_targets):
             raise NotYet(f"{len(targets)} targets for {len(inputs)} inputs: one target per input position")
@@ -303,6 +328,8 @@ def check_prompt_mask(fn: Callable[..., Any]) -> Verdict:
             [
                 dict(prompt_ids=[1021, 72, 105, 33, 1022], response_ids=[88, 41, 1023]),
                 dict(prompt_ids=[7, 8, 9], response_ids=[5, 6, 4, 3, 2]),
+                # "reverse: a b" -> "b a": the response repeats the prompt's ids
+                dict(prompt_ids=[1021, 60, 5, 6, 1022], response_ids=[6, 5, 1023]),
             ],
         )
 
@@ -343,7 +370,23 @@ def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
             raise NotYet(f"{len(targets)} targets for {len(inputs)} inputs: one target per input position")
         first_only = [IGNORE] * len(turns[0][0]) + list(turns[0][1]) + ids[len(turns[0][0]) + len(turns[0][1]) :]
         last_only = [IGNORE] * (len(ids) - len(turns[-1][1])) + list(turns[-1][1])
+        prompts = {t for p, _ in turns for t in p}
+        starts: set[int] = set()  # the positions in ids where a later turn's prompt begins
+        position = 0
+        for k, (p, r) in enumerate(turns):
+            if k:
+                starts.add(position)
+            position += len(p) + len(r)
+        labels = [IGNORE, *want_targets]  # each id of ids as a target (the first is none)
+        boundary = [ids[i] if i in starts else label for i, label in enumerate(labels)][1:]
+        zeroed = [0 if label == IGNORE else label for label in want_targets]
         named = {
+            "the prompt ids are masked by their values, so a response token that also occurs in a prompt is masked "
+            "too: mask by position, each prompt's span": [IGNORE if t in prompts else t for t in ids[1:]],
+            "the last token of a response predicts the next turn's first prompt token (the user's turn begins), and "
+            "that target is kept: it is the user's to write, so mask it too, as every prompt token": boundary,
+            "the prompts are masked with 0, which is a token id, so the model learns to predict token 0 there: use "
+            "IGNORE (-100), the index F.cross_entropy skips": zeroed,
             "only the first prompt is masked: every prompt of the conversation is given, not written, so each one's "
             "ids are IGNORE as targets": first_only[1:],
             "only the last response is a target: every response of the conversation is the assistant's and is "
@@ -364,6 +407,7 @@ def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
                 dict(turns=[([1021, 40, 41, 1022], [50, 51, 1023]), ([1021, 42, 1022], [52, 1023])]),
                 dict(turns=[([1, 2], [3, 4]), ([5, 6, 7], [8]), ([9], [10, 11, 12])]),
                 dict(turns=[([7, 8, 9], [5, 6, 4])]),
+                dict(turns=[([1021, 60, 5, 6, 1022], [6, 5, 1023]), ([1021, 5, 1022], [5, 1023])]),
             ],
         )
 
@@ -420,7 +464,7 @@ def check_stream_decode(fn: Callable[..., Any]) -> Verdict:
         for k, (a, b) in enumerate(zip(got, expected, strict=True)):
             if a != b:
                 early = "".join(expected[: k + 1])
-                raise NotYet(
+                raise Named(
                     f"after chunk {k} ({chunks[k]!r}) your pieces so far make {''.join(got[: k + 1])!r}; every "
                     f"character complete by then is {early!r}: show each character as soon as its last byte arrives"
                 )
@@ -433,6 +477,10 @@ def check_stream_decode(fn: Callable[..., Any]) -> Verdict:
                 dict(text=" a 🤖 robot", cuts=[3, 4, 6, 7]),
                 dict(text="café 東京 ok", cuts=[4, 7, 8, 9]),
                 dict(text="plain text", cuts=[5]),
+                # whole characters, then 2 or 3 bytes of a 4-byte one; 2 bytes of a 3-byte one
+                dict(text="ok🤖!", cuts=[4]),
+                dict(text="ok🤖!", cuts=[5]),
+                dict(text="a東b", cuts=[3]),
             ],
         )
 

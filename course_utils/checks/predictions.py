@@ -294,8 +294,7 @@ QUESTIONS: dict[str, Question] = {
             "catastrophic forgetting. LoRA is no shield, since its adapters change every adapted layer's output on "
             "every text, whatever the frozen weights hold.",
             "d": "The weights are frozen, not the function: h = Wx + (alpha/r) BAx changes the output of every adapted "
-            "layer for every input, Shakespeare included, so LoRA forgets too (merging BA into W makes that plain); in "
-            "this chapter's run it forgot more than full fine-tuning, at a higher learning rate.",
+            "layer for every input, Shakespeare included, so LoRA forgets too (merging BA into W makes that plain).",
         },
     ),
 }

@@ -570,8 +570,9 @@ print(f"AdamW's state: {full_costs[1] / lora_costs[1]:.1f} times smaller with Lo
 assert lora_costs[1] < full_costs[1] / 5 and lora_costs[2] > full_costs[2] / 2  # step time: not even twice as fast
 
 # %% [markdown]
-# LoRA divides what the optimizer stores by the ratio printed. It does not make a step of this small model much
-# faster, if at all (the ratio of the step times is printed; asserted: not even twice as fast). The forward and
+# LoRA divides what the optimizer stores by the ratio printed. It does not make a step of this small model twice as
+# fast (asserted); how much faster it makes it, if at all, depends on the processor and the number of threads (the
+# ratio of the step times is printed). The forward and
 # backward passes still run through every frozen layer, the gradients still flow back through them to reach earlier
 # adapters, and each adapter adds two small products. What LoRA saves is memory and storage (an adapter per task
 # instead of a model per task); the compute saved is the frozen weights' gradients, which on a large model on a GPU
@@ -742,6 +743,8 @@ for name, s in before.items():
 # Each run below starts from the pretrained weights and trains on fresh instruction pairs (300 steps of 16), at one
 # peak learning rate per method (`METHODS`: LoRA's adapters, starting at zero, take a larger one, as is usual; both
 # picked after a few trial runs, not searched). Three seeds each: the seed draws the order of the pairs and LoRA's $A$.
+# Six runs: the cell takes about a minute on two CPU cores (docs/lessons/12_fine_tuning.md times each section),
+# longer on a slower machine or with one thread.
 #
 # Before you run it, predict what tuning on instructions does to the model's loss on Tiny Shakespeare, which it was
 # pretrained on:
@@ -876,7 +879,7 @@ for p, (before_ids, _, _), (after_ids, _, _) in list(zip(checked, answers["pretr
 #   steps would teach them is the first question of "Going further"; section 6 tunes GPT-2 itself, on Colab.
 # - **LoRA learned less than full fine-tuning** at these settings, by the loss on the responses, higher at every seed
 #   (on new inputs their exact matches are too close to tell apart; on the held-out phrasing full fine-tuning scored
-#   higher at every seed, in this run by a few answers of 200), while it trained a small part of the weights
+#   higher at every seed, in this run by 3 to 10 answers of 200), while it trained a small part of the weights
 #   (section 3).
 # - **Tuning costs the model elsewhere.** Its loss on Tiny Shakespeare rose by more than half a nat per token after
 #   both methods, and in this run by more after LoRA than after full fine-tuning (the means printed). LoRA's frozen
