@@ -411,6 +411,13 @@ ATTENTION_WRONG = cases(
 )
 
 
+def test_a_finite_fill_passes_with_a_note_on_rows_with_nothing_to_see(capsys):
+    ok, out = verdict(check_scaled_dot_product_attention, attention_einsum_minus_1e9, capsys)
+    assert ok and "section 4's trap of -1e9" in out
+    ok, out = verdict(check_scaled_dot_product_attention, attention_solution, capsys)
+    assert ok and "A note" not in out
+
+
 def test_softmax_dim_2_names_the_queries_on_4d_inputs(capsys):
     _, out = verdict(check_scaled_dot_product_attention, attention_softmax_dim_2, capsys)
     assert "softmax runs over the queries (dim=-2)" in out

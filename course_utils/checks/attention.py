@@ -188,7 +188,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., Any]) -> Verdict:
                 "step yourself, the scores q @ k.transpose(-2, -1), the division by math.sqrt(d_k), the mask, the "
                 "softmax over the keys and the weighted sum of the values"
             )
-        return message
+        return message + _empty_row_note(fn)
 
     return verdict(run)
 
@@ -293,6 +293,27 @@ def _returned_weights(raw: Any, expected: Tensor, scaled: Tensor, mask: Tensor |
         "the output is right, but",
     )  # fmt: skip
     same(weights, expected, "the weights (the second item returned)")
+
+
+def _empty_row_note(fn: Callable[..., Any]) -> str:
+    """A note for a right answer that hides scores with a finite fill (-1e9): a query whose keys are all hidden then
+    attends evenly to them, section 4's trap, which the checker's masks (no empty row) cannot fail."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, n, 8, generator=g) for n in (3, 5, 5))
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False  # query 1 may see no key
+    try:
+        got = _output(call(fn, q, k, v, mask), (2, 3, 8), (2, 3, 5))
+    except NotYet:
+        return ""
+    if isinstance(got, Tensor) and got.shape == (2, 3, 8) and bool(got[:, 1].isfinite().all()) \
+            and torch.allclose(got[:, 1], v.mean(-2), atol=1e-4):  # fmt: skip
+        return (
+            " (A note: a query whose keys are all hidden gets even weights over them with your fill, and so attends "
+            "to padding: section 4's trap of -1e9. With float(\"-inf\") it gets NaN, which the course's version "
+            "turns into zeros.)"
+        )
+    return ""
 
 
 def _on_a_gpu(fn: Callable[..., Any]) -> None:
