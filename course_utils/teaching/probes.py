@@ -641,6 +641,7 @@ def padding_probe(
     out = _run(fn, padded)
     per_position = base.dim() >= 2 and base.shape[:2] == tokens.shape
     real = (tokens != pad_id).cpu()  # (B, T)
+    moved = torch.zeros(tokens.shape)  # (B, T): how far each real position's output moves, where outputs have one
     if per_position:
         moved = (out[:, : tokens.size(1)] - base).abs().reshape(*tokens.shape, -1).amax(-1).cpu()  # (B, T)
         change = _largest(moved[real])
