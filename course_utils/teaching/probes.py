@@ -641,10 +641,11 @@ def padding_probe(
     out = _run(fn, padded)
     per_position = base.dim() >= 2 and base.shape[:2] == tokens.shape
     real = (tokens != pad_id).cpu()  # (B, T)
-    moved = torch.zeros(tokens.shape)  # (B, T): how far each real position's output moves, where outputs have one
+    only_last = False  # only each sequence's last position moves: it reads the next token, the padding
     if per_position:
         moved = (out[:, : tokens.size(1)] - base).abs().reshape(*tokens.shape, -1).amax(-1).cpu()  # (B, T)
         change = _largest(moved[real])
+        only_last = bool((moved[:, :-1][real[:, :-1]] <= _tolerance(base, atol)).all())
     else:
         change = _largest((out - base).abs()) if out.shape == base.shape else math.inf
     tol = _tolerance(base, atol)
@@ -658,9 +659,7 @@ def padding_probe(
     finding = f"{extra} more padding positions move the real positions' outputs by up to {change:.3g}"
     causes: list[str | tuple[str, str]] = ["no_padding_mask", "mask_convention", "mask_wrong_axis"]
     if per_position:
-        last = torch.zeros_like(real)
-        last[:, -1] = True  # each sequence's last position, the one the appended padding follows
-        if bool((moved[real & ~last] <= tol).all()):  # only that one moves: it reads the next token
+        if only_last:
             finding += "; only each sequence's last position moves, the one the padding follows"
             causes.insert(0, ("off_by_one_mask", CAUSES["off_by_one_mask"] + " (it then reads the appended "
                               "padding; causality_probe measures the leak)"))  # fmt: skip
