@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from torch.utils.data import DistributedSampler
 
 from ..training.distributed import spawn
+from ..utils import code_names
 from ._core import EMPTY_ERRORS, NotWritten, NotYet, Verdict, call, one_number, verdict
 
 __all__ = ["check_average_gradients", "check_bytes_per_rank", "check_shard_indices"]
@@ -112,16 +113,6 @@ def _simulated(averaged: Iterable[int], scale: float = 1.0) -> list[dict[str, Te
     return [_weights(m) for m in models]
 
 
-def _names(code: types.CodeType) -> set[str]:
-    """The global names a function's code (and the code of the functions defined in it) refers to."""
-    names, stack = set[str](), [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-    return names
-
-
 def _resolve(module: str, qualname: str) -> Any:
     value: Any = importlib.import_module(module)
     for part in filter(None, qualname.split(".")):
@@ -137,7 +128,7 @@ def _imports(fn: Callable[..., Any]) -> dict[str, tuple[str, str]]:
     found: dict[str, tuple[str, str]] = {}
     if not isinstance(code, types.CodeType) or not isinstance(scope, dict):
         return found
-    for name in _names(code):
+    for name in code_names(fn):
         value = scope.get(name)
         if isinstance(value, types.ModuleType):
             found[name] = (value.__name__, "")
