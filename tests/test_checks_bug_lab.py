@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 from helpers import judged, todo, wrong_choices
+from torch import nn
 
 from course_utils.checks import (
     check_diagnosis,
     check_future_leak,
 )
-from course_utils.checks.bug_lab import MYSTERIES
+from course_utils.checks.bug_lab import MYSTERIES, mystery_model
 
 
 def right_forms(letter):
@@ -20,12 +21,25 @@ def right_forms(letter):
     return [letter, letter.upper(), f"({letter})", f" {letter} "]
 
 
+def measuring(name, letter):
+    """A diagnosis that runs mystery ``name`` on a batch, prints what it saw and returns ``letter``."""
+
+    def diagnose():
+        if name == "C":
+            attention = nn.MultiheadAttention(8, 2, batch_first=True)
+            x = torch.randn(1, 3, 8)
+            print(mystery_model("C", attention)(x, x, x)[0].shape)
+        else:
+            print(mystery_model(name)(torch.randint(1, 12, (2, 5))).shape)
+        return letter
+
+    return diagnose
+
+
 @pytest.mark.parametrize("name", sorted(MYSTERIES))
-def test_a_diagnosis_is_right_as_a_letter_or_as_a_function_returning_it(name, capsys):
-    answer = MYSTERIES[name].answer
-    forms = [*right_forms(answer), lambda: answer, lambda: answer.upper()]
-    for form in forms:
-        assert check_diagnosis(form, name), capsys.readouterr().out
+def test_a_diagnosis_is_right_as_a_function_that_measures_then_returns_it(name, capsys):
+    for form in right_forms(MYSTERIES[name].answer):
+        assert check_diagnosis(measuring(name, form), name), capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", sorted(MYSTERIES))
@@ -35,8 +49,26 @@ def test_a_wrong_diagnosis_is_explained(name, capsys):
     def crashes():
         raise ValueError("the probe needs a model")
 
-    wrong = [*wrong_choices(m), (crashes, "raised ValueError: the probe needs a model"), (todo, "not written yet")]
-    assert len(wrong) >= 5
+    guesses = {"A": lambda: "a", "B": lambda: "D", "C": lambda: " (c) ", "D": lambda: "b"}  # right, measuring nothing
+
+    def guess():
+        print("I think it is this one")
+        return guesses[name]()
+
+    def reads_the_key():
+        return MYSTERIES[name].answer
+
+    assert all(guesses[n]().strip(" ()").lower() == MYSTERIES[n].answer for n in MYSTERIES)
+    wrong = [
+        *((measuring(name, letter), words) for letter, words in wrong_choices(m)),
+        (m.answer, "a letter on its own is a guess"),
+        (guess, "without measuring anything"),
+        (guesses[name], "without measuring anything"),
+        (reads_the_key, "reads the answer from MYSTERIES"),
+        (crashes, "raised ValueError: the probe needs a model"),
+        (todo, "not written yet"),
+        (None, "probe mystery"),
+    ]
     for answer, words in wrong:
         assert not check_diagnosis(answer, name)
         out = capsys.readouterr().out

@@ -326,19 +326,39 @@ def test_reports_print_their_finding_and_likely_bug():
 # --- the bug lab's checkers --------------------------------------------------------------------------------------
 
 
-def test_check_diagnosis_accepts_the_answer_and_explains_the_others(capsys):
+def mystery_probes():
+    """Each mystery's probe as the chapter's solution runs it, by the mystery's name."""
+    ids = torch.randint(1, 12, (4, 10), generator=torch.Generator().manual_seed(0))
+    padded = ids.clone()
+    padded[0, 6:] = 0
+    reference = nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    x = torch.randn(2, 6, 32)
+    return {
+        "A": lambda: causality_probe(mystery_model("A"), ids, 12),
+        "B": lambda: position_probe(mystery_model("B"), ids),
+        "C": lambda: equality_probe(
+            lambda x: mystery_model("C", reference)(x, x, x, need_weights=True),
+            lambda x: reference(x, x, x, average_attn_weights=False),
+            x,
+        ),
+        "D": lambda: padding_probe(mystery_model("D"), padded, 0),
+    }
+
+
+def test_check_diagnosis_accepts_the_probes_of_its_explanation_and_explains_the_others(capsys):
+    """Each mystery diagnosed as the chapter's solution does it: with the probe its explanation names."""
     for name, mystery in MYSTERIES.items():
-        assert check_diagnosis(lambda m=mystery: m.answer, name)
+        assert mystery.probe in mystery_probes()[name].__code__.co_names
         for letter in mystery.choices:
-            if letter != mystery.answer:
-                verdict = check_diagnosis(letter, name)
-                assert not verdict and mystery.why[letter] in verdict.message
 
-    def not_written():
-        raise NotImplementedError
+            def diagnose(name=name, letter=letter):
+                print(mystery_probes()[name]())
+                return letter
 
-    assert not check_diagnosis(not_written, "A") and "not written yet" in capsys.readouterr().out.splitlines()[-1]
-    assert not check_diagnosis("z", "A") and "not one of the choices" in capsys.readouterr().out
+            verdict = check_diagnosis(diagnose, name)
+            assert bool(verdict) == (letter == mystery.answer), verdict.message
+            assert mystery.why[letter] in verdict.message
+    capsys.readouterr()
 
 
 def test_check_future_leak():

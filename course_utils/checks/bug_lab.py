@@ -21,6 +21,7 @@ from ..model.attention import MultiHeadAttention
 from ..model.encoder import Encoder
 from ..model.masks import padding_mask
 from ..model.positional import PositionalEncoding
+from ..utils import code_names
 from ._core import Named, NotYet, Verdict, call, each_case, verdict
 from .predictions import Question, judge
 
@@ -228,15 +229,36 @@ def mystery_model(name: str, like: nn.MultiheadAttention | None = None) -> nn.Mo
     return model.eval()
 
 
-def check_diagnosis(diagnose: Callable[[], str] | str | None, name: str) -> Verdict:
-    """Check a diagnosis of mystery ``name``: ``diagnose`` is a function that probes the mystery and returns one
-    letter of ``MYSTERIES[name].choices`` (or that letter itself)."""
+# What a function may use and still measure nothing: printing, and making the letter it returns.
+_SAYS_ONLY = frozenset({"print", "str", "format", "upper", "lower", "strip"})
+
+
+def check_diagnosis(diagnose: Callable[[], str] | None, name: str) -> Verdict:
+    """Check a diagnosis of mystery ``name``: ``diagnose`` is a function that probes the mystery, prints what it
+    measures and returns one letter of ``MYSTERIES[name].choices``. A function that runs nothing before returning
+    its letter (a guess), a letter passed on its own, and one read from ``MYSTERIES`` are sent back."""
     if name not in MYSTERIES:
         raise KeyError(f"no mystery {name!r}; there are {', '.join(MYSTERIES)}")
     m = MYSTERIES[name]
+    own = f"diagnose_{name.lower()}"
 
     def run() -> str:
-        answer = call(diagnose) if callable(diagnose) else diagnose
+        if diagnose is not None and not callable(diagnose):
+            raise NotYet(
+                f"check_diagnosis takes your function, {own}, not {diagnose!r:.40}: a letter on its own is a guess. "
+                f"Write {own}() to probe mystery {name}, print what you measure and return the letter."
+            )
+        names = code_names(diagnose)
+        if "MYSTERIES" in names and names & {"answer", "why"}:
+            raise NotYet(
+                f"{own}() reads the answer from MYSTERIES: probe mystery {name} and decide from what you measure."
+            )
+        answer = call(diagnose) if diagnose is not None else None
+        if answer is not None and not names - _SAYS_ONLY and hasattr(diagnose, "__code__"):
+            raise NotYet(
+                f"{own}() returns a letter without measuring anything: a guess is not a diagnosis. Run the probes "
+                f"you choose on mystery {name} in it, print what they measure, then return the letter they support."
+            )
         return judge(m, answer, f"probe mystery {name}, then return one of {{letters}} and run the cell.")
 
     return verdict(run, name=f"check_diagnosis[{name}]")

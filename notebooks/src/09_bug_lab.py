@@ -909,9 +909,9 @@ assert len(set(runs["training mode"])) > 1
 #
 # **Exercises 1–4: find the bug.** Each mystery module below may hide a bug, not quite one this chapter showed. For
 # each, write `diagnose_a()` (and so on): run the probes you choose on the mystery (choosing is half the
-# diagnosis), print what you measure (your evidence: the checker grades only the letter), and return your
-# diagnosis, one letter of the choices printed below. The
-# checker says whether you are right and explains the bug. A flag is not a diagnosis: a probe measures one
+# diagnosis), print what you measure (your evidence), and return your diagnosis, one letter of the choices
+# printed below. The checker says whether you are right and explains the bug; a function that returns its letter
+# without running anything is a guess, and it is sent back. A flag is not a diagnosis: a probe measures one
 # property, and its "likely bug" line lists every usual cause that leaves the same trace. For B and D more than one
 # choice fits the first probe's report; a second experiment (another probe, on another part of the model, or one
 # number you measure) tells them apart. Each mystery reads ids 0–11, with 0 as padding where padding
