@@ -398,6 +398,46 @@ def conversation_zero(turns):
     return ids[:-1], labels[1:]
 
 
+def conversation_not_shifted(turns):  # labels as Hugging Face builds them, but the model's shift forgotten
+    ids, labels = [], []
+    for p, r in turns:
+        ids += p + r
+        labels += [IGNORE] * len(p) + r
+    return ids[:-1], labels[:-1]
+
+
+def conversation_end_masked(turns):  # each turn's end token treated as markup, masked like the prompt
+    ids, labels = [], []
+    for p, r in turns:
+        ids += p + r
+        labels += [IGNORE] * len(p) + r[:-1] + [IGNORE]
+    return ids[:-1], labels[1:]
+
+
+def conversation_end_in_last_turn_only(turns):  # a stop token kept for the conversation's end alone
+    ids, labels = [], []
+    for k, (p, r) in enumerate(turns):
+        ids += p + r
+        labels += [IGNORE] * len(p) + (r if k == len(turns) - 1 else [*r[:-1], IGNORE])
+    return ids[:-1], labels[1:]
+
+
+def conversation_first_response_token_masked(turns):  # the mask shifted by one: it covers one id too many
+    ids, is_prompt = [], []
+    for p, r in turns:
+        ids += p + r
+        is_prompt += [True] * (len(p) + 1) + [False] * (len(r) - 1)
+    return ids[:-1], [IGNORE if masked else t for t, masked in zip(ids[1:], is_prompt[1:], strict=True)]
+
+
+def conversation_assistant_token_kept(turns):  # the mask covers one id too few: the prompt's last id stays
+    ids, labels = [], []
+    for p, r in turns:
+        ids += p + r
+        labels += [IGNORE] * (len(p) - 1) + [p[-1]] + r
+    return ids[:-1], labels[1:]
+
+
 def stream_last_byte_held(chunks):  # only "all of it" or "all but the last byte" tried
     out, held = [], b""
     for chunk in chunks:
@@ -517,6 +557,11 @@ VERDICTS = [
             (conversation_by_value, "masked by their values"),
             (conversation_boundary_kept, "that target is kept"),
             (conversation_zero, "masked with 0"),
+            (conversation_not_shifted, "the targets are not shifted"),
+            (conversation_end_masked, "each response's end token is masked"),
+            (conversation_end_in_last_turn_only, "a target in the last turn only"),
+            (conversation_first_response_token_masked, "each response's first token is masked too"),
+            (conversation_assistant_token_kept, "the assistant token ending each prompt is a target"),
             (todo, "not written yet"),
         ],
     ),

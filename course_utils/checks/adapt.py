@@ -378,8 +378,24 @@ def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
                 starts.add(position)
             position += len(p) + len(r)
         labels = [IGNORE, *want_targets]  # each id of ids as a target (the first is none)
+
+        def relabelled(keep: Callable[[int, int, int], bool]) -> list[int]:
+            """Each id's label, not shifted: a prompt's ids IGNORE, a response's id kept where ``keep(turn, its index
+            in the response, the response's length)``."""
+            out: list[int] = []
+            for k, (p, r) in enumerate(turns):
+                out += [IGNORE] * len(p) + [t if keep(k, i, len(r)) else IGNORE for i, t in enumerate(r)]
+            return out
+
+        last = len(turns) - 1
         boundary = [ids[i] if i in starts else label for i, label in enumerate(labels)][1:]
         zeroed = [0 if label == IGNORE else label for label in want_targets]
+        labels_unshifted = relabelled(lambda *_: True)
+        ends: set[int] = set()  # the positions in ids of each prompt's last token
+        position = 0
+        for p, r in turns:
+            ends.add(position + len(p) - 1)
+            position += len(p) + len(r)
         named = {
             "the prompt ids are masked by their values, so a response token that also occurs in a prompt is masked "
             "too: mask by position, each prompt's span": [IGNORE if t in prompts else t for t in ids[1:]],
@@ -392,6 +408,18 @@ def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
             "only the last response is a target: every response of the conversation is the assistant's and is "
             "learned (a trainer may choose otherwise, but this exercise keeps them all)": last_only[1:],
             "the prompts are not masked: the model would learn to write the user's turns": ids[1:],
+            "the targets are not shifted: position t predicts the token at t + 1, so label every id first (IGNORE "
+            "for a prompt's), then drop the first label; inputs drop the last id": labels_unshifted[: len(targets)],
+            "each response's end token is masked: the model must learn to write it at the end of every turn, or it "
+            "will not stop": relabelled(lambda _k, i, n: i < n - 1)[1:],
+            "the end token is a target in the last turn only: every response's end token is written by the "
+            "assistant, and ends its turn": relabelled(lambda k, i, n: k == last or i < n - 1)[1:],
+            "each response's first token is masked too: the prompt's last token (the assistant token) is the "
+            "position that predicts it, so that target must stay": relabelled(lambda _k, i, _n: i > 0)[1:],
+            "the assistant token ending each prompt is a target: it is part of the prompt, given to the model, not "
+            "written by it": [
+                t if (i + 1) in ends else label for i, (t, label) in enumerate(zip(ids[1:], want_targets, strict=True))
+            ],
         }
         for message, buggy in named.items():
             if targets == buggy and buggy != want_targets:
