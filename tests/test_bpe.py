@@ -110,6 +110,14 @@ def test_segment_applies_merges_in_learned_order() -> None:
     assert tok.segment("abc") == ["ab", "c"]
 
 
+def test_an_id_outside_the_vocabulary_is_named() -> None:
+    tok = BPETokenizer("abc", [("a", "b")])  # the specials, a, b, c and ab
+    with pytest.raises(ValueError, match=f"id {len(tok.itos)} is not in this tokenizer's vocabulary"):
+        tok.decode([len(SPECIALS), len(tok.itos)])
+    with pytest.raises(ValueError, match="id -1 is not"):
+        tok.decode([-1])
+
+
 def test_saved_tokenizer_rebuilds_the_same() -> None:
     tok = learn_bpe(CORPUS, 150)
     again = BPETokenizer.from_dict(tok.to_dict())

@@ -286,3 +286,12 @@ def test_the_pattern_is_gpt2s(tiktoken_gpt2):
     import regex
 
     assert regex.findall(GPT2_PATTERN, HARD[7]) == regex.findall(tiktoken_gpt2._pat_str, HARD[7])
+
+
+def test_an_id_outside_the_vocabulary_is_named(gpt2):
+    for bad in (50257, -1):
+        for decode in (gpt2.decode, gpt2.decode_bytes, lambda ids: list(gpt2.decode_stream(ids))):
+            with pytest.raises(
+                ValueError, match=f"id {bad} is not in this tokenizer's vocabulary \\(ids 0 to 50256\\)"
+            ):
+                decode([464, bad])

@@ -26,6 +26,15 @@ def test_tokenizer_without_specials_refuses_unknown_characters():
         tok.encode("ab", bos=True)
 
 
+def test_an_id_outside_the_vocabulary_is_named_not_read_from_the_end():
+    tok = CharTokenizer("abc")  # ids 0..6
+    for bad in ([4, 99], [-1], torch.tensor([4, 7])):
+        with pytest.raises(ValueError, match=r"id (99|-1|7) is not in this tokenizer's vocabulary \(ids 0 to 6\)"):
+            tok.decode(bad)
+    with pytest.raises(ValueError, match="id -2 is not"):
+        tok.tokens([4, -2])
+
+
 def test_encode_batch_pads_on_the_right_and_tokens_label_spaces():
     tok = CharTokenizer("ab ")
     batch = tok.encode_batch(["ab", "a"], eos=True)

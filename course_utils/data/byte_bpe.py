@@ -244,7 +244,17 @@ class ByteBPE:
 
     def decode_bytes(self, ids: Iterable[int] | Tensor) -> bytes:
         """The bytes of ``ids``: exact for any slice of ids, even one that cuts a character."""
-        return b"".join(self.decoder[int(i)] for i in (ids.tolist() if isinstance(ids, Tensor) else ids))
+        return b"".join(self._bytes(i) for i in (ids.tolist() if isinstance(ids, Tensor) else ids))
+
+    def _bytes(self, i: int) -> bytes:
+        """The bytes of id ``i``; an id outside the vocabulary is named, with the vocabulary's range."""
+        try:
+            return self.decoder[int(i)]
+        except KeyError:
+            raise ValueError(
+                f"id {int(i)} is not in this tokenizer's vocabulary (ids 0 to {self.vocab_size - 1}): were the ids "
+                "made by another tokenizer, or by a model with a larger vocab_size?"
+            ) from None
 
     def decode(self, ids: Iterable[int] | Tensor, errors: str = "replace") -> str:
         """The text of ``ids``. A slice that cuts a character's bytes shows ``�`` for them (as ``tiktoken`` and
@@ -256,7 +266,7 @@ class ByteBPE:
         characters are complete (an emoji of 4 bytes may come in 2 tokens and show once, whole)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         for i in ids.tolist() if isinstance(ids, Tensor) else ids:
-            if text := decoder.decode(self.decoder[int(i)]):
+            if text := decoder.decode(self._bytes(i)):
                 yield text
         if text := decoder.decode(b"", final=True):
             yield text

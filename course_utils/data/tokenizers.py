@@ -79,11 +79,22 @@ class SpecialTokens:
     def __len__(self) -> int:
         return len(self.itos)
 
+    def known(self, i: int) -> int:
+        """``i`` as an int, if it is an id of this vocabulary; a negative or too large id would otherwise index
+        ``itos`` from its end, or fail without saying why."""
+        i = int(i)
+        if not 0 <= i < len(self.itos):
+            raise ValueError(
+                f"id {i} is not in this tokenizer's vocabulary (ids 0 to {len(self.itos) - 1}): were the ids made "
+                "by another tokenizer, or by a model with a larger vocab_size?"
+            )
+        return i
+
     def shown(self, ids: Iterable[int] | Tensor, stop_at_eos: bool = True) -> Iterator[int]:
         """The ids ``decode`` turns into text: up to the first ``<eos>`` (unless ``stop_at_eos=False``), without
         ``<pad>`` and ``<bos>``."""
         for i in ids.tolist() if isinstance(ids, Tensor) else ids:
-            i = int(i)
+            i = self.known(i)
             if self.specials and i == self.eos_id and stop_at_eos:
                 return
             if not self.specials or i not in (self.pad_id, self.bos_id, self.eos_id):
@@ -141,7 +152,7 @@ class CharTokenizer(SpecialTokens):
     def tokens(self, ids: Iterable[int] | Tensor) -> list[str]:
         """One readable label per id (a space shows as '␣'), for plot axes."""
         ids = ids.tolist() if isinstance(ids, Tensor) else ids
-        return ["␣" if self.itos[i] == " " else self.itos[i] for i in ids]
+        return ["␣" if self.itos[i] == " " else self.itos[i] for i in map(self.known, ids)]
 
     def encode_batch(self, texts: Sequence[str], bos: bool = False, eos: bool = False) -> Tensor:
         """LongTensor ``(B, T_max)`` on the CPU (move it with ``.to(device)``), each row padded with ``<pad>`` on the
