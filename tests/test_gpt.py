@@ -73,6 +73,23 @@ def test_bad_arguments_give_clear_errors():
         model.generate(torch.zeros(1, 1, dtype=torch.long), 2, temperature=-1.0)
     with pytest.raises(ValueError, match=r"token ids of shape \(B, T\)"):
         model(torch.zeros(4))
+    V = model.head.out_features
+    for bad in (V, -1):  # nn.Embedding's IndexError says only "index out of range in self"
+        with pytest.raises(
+            ValueError, match=rf"idx holds ids outside \[0, {V}\) \(from {min(bad, 0)} to {max(bad, 0)}\)"
+        ):
+            model(torch.tensor([[0, bad]]))
+    prompt = torch.zeros(1, 2, dtype=torch.long)
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValueError, match="max_new_tokens must be an int >= 0"):
+            model.generate(prompt, bad)
+    assert model.generate(prompt, 0).equal(prompt)
+    with pytest.raises(ValueError, match=r"at least one token long; got torch.int64 \(1, 0\)"):
+        model.generate(prompt[:, :0], 2)
+    with pytest.raises(ValueError, match=r"add a batch dimension, idx\[None\]"):
+        model.generate(prompt[0], 2)
+    with pytest.raises(ValueError, match="token ids"):
+        model.generate(prompt.float(), 2)
 
 
 def test_the_nanogpt_shakespeare_size_has_10_65_million_parameters_and_tied_weights():

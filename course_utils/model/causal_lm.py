@@ -6,6 +6,7 @@ Shape letters: B batch, T sequence length (at most ``block_size``), V vocabulary
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import torch
@@ -60,7 +61,15 @@ class CausalLM(nn.Module):
             raise ValueError(
                 f"{past + idx.size(1)} positions exceed block_size={self.block_size}; crop the input (generate does)"
             )
-        x = self.embed(idx, past)  # (B, T, d_model)
+        try:
+            x = self.embed(idx, past)  # (B, T, d_model)
+        except IndexError:  # nn.Embedding's "index out of range in self", on the CPU (a GPU asserts instead)
+            vocab_size = getattr(self.head, "out_features", None)  # a wrapped head may not say
+            allowed = f"[0, {vocab_size})" if vocab_size else "the vocabulary"
+            raise ValueError(
+                f"idx holds ids outside {allowed} (from {int(idx.min())} to {int(idx.max())}): check that the "
+                "tokenizer matches the model's vocab_size"
+            ) from None
         shared = self.layer_inputs(idx, past)
         for i, block in enumerate(self.blocks):
             x = block(x, caches[i] if caches else None, **shared)
@@ -88,7 +97,14 @@ class CausalLM(nn.Module):
         """
         if temperature < 0 or (top_k is not None and top_k < 1):
             raise ValueError(f"need temperature >= 0 and top_k >= 1 or None; got {temperature}, {top_k}")
-        max_new_tokens = at_most("generate", max_new_tokens, DRY_RUN_TOKENS)
+        if idx.dim() != 2 or idx.dtype.is_floating_point or idx.dtype.is_complex or idx.size(1) == 0:
+            raise ValueError(
+                f"generate continues a prompt of token ids (B, T), at least one token long; got {idx.dtype} "
+                f"{tuple(idx.shape)}" + (": add a batch dimension, idx[None]" if idx.dim() == 1 and idx.numel() else "")
+            )
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an int >= 0; got {max_new_tokens!r}")
+        max_new_tokens = at_most("generate", int(max_new_tokens), DRY_RUN_TOKENS)
         with eval_mode(self):
             caches = None
             for _ in range(max_new_tokens):
