@@ -83,6 +83,19 @@ def test_random_windows_are_shifted_by_one():
     assert torch.equal(y, x + 1)
     with pytest.raises(ValueError, match="longer than block_size"):
         next(random_windows(data[:8], block_size=8, batch_size=1))
+    with pytest.raises(ValueError, match="batch_size >= 1"):  # no empty batch
+        next(random_windows(data, block_size=8, batch_size=0))
+    with pytest.raises(ValueError, match=r"one sequence of token ids \(N,\); got shape \(10, 10\)"):
+        next(random_windows(data.view(10, 10), block_size=4, batch_size=2))  # rows would be windows of rows
+
+
+def test_split_ids_refuses_a_fraction_that_leaves_no_split():
+    tok = CharTokenizer("ab", specials=False)
+    for bad in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="val_fraction is the share of the text"):
+            split_ids("abab" * 5, tok, bad)
+    train, val = split_ids("abab" * 5, tok, 0.25)
+    assert (len(train), len(val)) == (15, 5)
 
 
 def test_the_default_data_folder_is_the_repositorys(monkeypatch):

@@ -99,6 +99,10 @@ def load_tiny_shakespeare(data_dir: str | Path | None = None) -> str:
 
 def split_ids(text: str, tokenizer: CharTokenizer, val_fraction: float = 0.1) -> tuple[Tensor, Tensor]:
     """Encode ``text`` and split it once: the first 90% for training, the last 10% for validation."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(
+            f"val_fraction is the share of the text kept for validation, between 0 and 1; got {val_fraction}"
+        )
     ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)  # (N,)
     n_train = int(len(ids) * (1 - val_fraction))
     return ids[:n_train], ids[n_train:]
@@ -106,6 +110,10 @@ def split_ids(text: str, tokenizer: CharTokenizer, val_fraction: float = 0.1) ->
 
 def random_windows(data: Tensor, block_size: int, batch_size: int, seed: int = 0) -> Iterator[tuple[Tensor, Tensor]]:
     """Endless batches of random windows: inputs ``x`` ``(B, T)`` and targets ``y = x`` shifted by one."""
+    if data.dim() != 1:
+        raise ValueError(f"data must be one sequence of token ids (N,); got shape {tuple(data.shape)}: flatten it")
+    if block_size < 1 or batch_size < 1:
+        raise ValueError(f"need block_size >= 1 and batch_size >= 1; got {block_size}, {batch_size}")
     if len(data) <= block_size:
         raise ValueError(f"the data ({len(data)} tokens) must be longer than block_size={block_size}")
     generator = torch.Generator().manual_seed(seed)
