@@ -128,6 +128,13 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
         "year-lowest": one(r"^ year digits: .*; lowest format \w+: (\d+%)"),
         "weekday-from-year": one(r"attention on the weekday's letters: year digits (\d+%)"),
     },
+    "08_translation": {
+        "cache-seconds": one(
+            r"^beam 4 on 25 sentences: ([\d.]+) s recomputing every prefix, ([\d.]+) s with caches",
+            "{0} s recomputing against {1} s",
+        ),
+        "test-decoding": one(r"^test 2016, [\d,]+ sentences, decoded in ([\d.]+) s", "{0} s"),
+    },
     "09_bug_lab": {
         "encoder-queries-correct": one(r"^ +correct: last training loss ([\d.]+), exact match [\d.]+%$"),
         "encoder-queries-swapped": one(r"^queries from the encoder: last training loss ([\d.]+)"),
@@ -161,6 +168,7 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
         "low-temperature-words": one(r"^=== temperature 0\.2, top_k None: .*?, (\d+)% real words", "{0}%"),
     },
     "10_gpt2_and_llama": {
+        "exact-gelu-gap": one(r"^largest logit difference with chapter 07's exact GELU: (\S+)$"),
         "runs": _runs,
         "seconds-per-run": _seconds_per_run,
         "gpt-seeds": one(r"^GPT +validation loss by seed: ([\d., ]+); mean"),
@@ -227,7 +235,7 @@ def rewrite(text: str, stem: str, printed: str) -> tuple[str, list[str]]:
 
 
 # A figure a plan may quote: a number with decimals, or a percentage (not inside a formula).
-FIGURE = re.compile(r"(?<![\w.$^{])(\d[\d,]*\.\d+|\d+(?:\.\d+)? ?%)(?![\w}])")
+FIGURE = re.compile(r"(?<![\w.$^{])(\d\.\d+e[-+]?\d+|\d[\d,]*\.\d+|\d+(?:\.\d+)? ?%)(?![\w}])")
 
 
 def chapter_text(stem: str) -> str:
@@ -245,9 +253,13 @@ def unsourced(stem: str) -> list[str]:
     text = re.sub(r"\$[^$]*\$", "", text)
     said = chapter_text(stem)
     found = []
+
+    def says(figure: str) -> bool:  # the figure as a number of its own: 2.4 is in 2.40, not in 12.4 or 2.45
+        return re.search(rf"(?<![\d.]){re.escape(figure)}0*(?!\d)", said) is not None
+
     for m in FIGURE.finditer(text):
         figure = m.group(1)
-        if figure not in said and figure.replace(" %", "%") not in said and figure.replace("%", " %") not in said:
+        if not (says(figure) or says(figure.replace(" %", "%")) or says(figure.replace("%", " %"))):
             found.append(f"{stem}, line {text[: m.start()].count(chr(10)) + 1}: {figure}")
     return found
 

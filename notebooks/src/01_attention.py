@@ -390,7 +390,8 @@ print(
 # sum of the values. The checker below runs it with $T_q \neq T_k$, with and without masks, and compares it with
 # `course_utils.scaled_dot_product_attention` and with PyTorch's fused `F.scaled_dot_product_attention`; an answer
 # that calls one of those (or `nn.MultiheadAttention`) instead of writing the steps is sent back. It also runs your
-# function on bfloat16 inputs, as a GPU computes, so keep every step in the inputs' dtype; and if you return the pair
+# function on bfloat16 inputs (a 16-bit float format GPUs compute in, chapter 02's §7), so keep every step in the
+# inputs' dtype; and if you return the pair
 # (output, weights), it checks the weights too.
 
 
@@ -542,8 +543,9 @@ def my_padding_mask(tokens, pad_id):
 check_padding_mask(my_padding_mask)
 
 # %% [markdown]
-# **Exercise 3: a sliding-window mask.** Models that read very long texts (Longformer, Mistral) often let each
-# position attend only to the last few positions: itself and the `window - 1` before it. Write
+# **Exercise 3: a sliding-window mask.** Some language models that read very long texts (Mistral, for one) let each
+# position attend only to the last few positions: itself and the `window - 1` before it. (Encoders such as
+# Longformer use a window that looks both ways.) Write
 # `sliding_window_mask(size, window)`: a bool `(size, size)` tensor, True where query $i$ may attend to key $j$,
 # that is where $i - \text{window} < j \le i$. With `window >= size` it is the causal mask. Each row then has at
 # most `window` True entries. Hint: `i = torch.arange(size)[:, None]` (a column of queries) and

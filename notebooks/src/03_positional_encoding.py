@@ -391,9 +391,9 @@ assert not same
 # Adding (rather than concatenating) keeps the width at $d_{\text{model}}$. It works because embeddings and
 # encodings get on together: the paper multiplies embeddings by $\sqrt{d_{\text{model}}}$, and
 # the full model of chapter 06 initialises them so that the product has the same scale as the sinusoids in
-# $[-1, 1]$. Much larger embeddings drown the position signal: chapter 06 shows that with `nn.Embedding`'s
-# default initialisation the scaled embeddings are 32 times larger than the encoding at
-# $d_{\text{model}} = 512$, already too much.
+# $[-1, 1]$. Much larger embeddings drown the position signal: with `nn.Embedding`'s default initialisation the
+# scaled embeddings are 32 times larger than the encoding at $d_{\text{model}} = 512$ (chapter 06 measures it), and
+# the bug lab (chapter 09, bug 11) trains a model that way.
 #
 # ## 7. Alternatives
 #

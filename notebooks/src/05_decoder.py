@@ -164,7 +164,8 @@ print("weights", tuple(weights.shape), "= (B, h, T_target, S_source)")
 #
 # Some tutorials take the queries from the encoder. With different lengths the shapes usually catch it (the output
 # would have the source's length 7; only a target of one token, $T = 1$, broadcasts without an error, as the end of
-# the cell below shows, so greedy decoding would fail at its second step, not its first). With **equal** lengths everything runs, and the model is silently broken:
+# the cell below shows, so generating one token at a time, §7's greedy decoding, would fail at its second step, not
+# its first). With **equal** lengths everything runs, and the model is silently broken:
 # each output position now mixes target tokens from **all** positions, the future included, through the
 # back door of cross-attention. The causal mask on self-attention cannot help. Measured with the same test
 # as in section 2. `course_utils.DecoderLayer` computes each sublayer in one method made to be overridden, as

@@ -769,7 +769,7 @@ assert same
 #
 # | Mistake | What happens | Fix |
 # | --- | --- | --- |
-# | no causal mask | the loss drops to almost 0 in training (it reads the answer) and generation is gibberish | `is_causal=True` in every block ([bug lab: bug 2](09_bug_lab.ipynb#bug-2)) |
+# | no causal mask | the loss drops far below an honest model's in training (it reads the answer) and generation is gibberish | `is_causal=True` in every block ([bug lab: bug 2](09_bug_lab.ipynb#bug-2)) |
 # | targets not shifted | the model learns to copy its input | `y` = `x` shifted by one |
 # | validating on random windows of the *training* text | a memorising model looks good | hold out a contiguous part of the text |
 # | generating with dropout on | worse, random text | `generate` switches to eval mode ([bug lab: bug 12](09_bug_lab.ipynb#bug-12)) |
