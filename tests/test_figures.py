@@ -2,6 +2,7 @@
 (tools/figures.py), and a table that differs from its results fails here."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -68,6 +69,12 @@ def test_a_figure_a_plan_quotes_without_a_marker_is_one_its_chapter_prints(tmp_p
     plan = lesson_quotes.plan("07_gpt").read_text(encoding="utf-8")
     assert lesson_quotes.unsourced("07_gpt") == []
     stale = tmp_path / "07_gpt.md"  # the same plan, with a figure from no run
-    stale.write_text(plan.replace("Run live:", "Run live (loss 9.871, 37% of rows):", 1), encoding="utf-8")
+    said = lesson_quotes.chapter_text("07_gpt")
+    alone = lambda figure: re.search(rf"(?<![\d.]){re.escape(figure)}0*(?!\d)", said)  # noqa: E731
+    # a printed figure whose first digits are printed nowhere on their own: 4.2 inside 4.233 is no figure of the run
+    best = next(f for f in re.findall(r"\b\d\.[1-9]\d{2,}\b", said) if not alone(f[:-1]))
+    cut = best[:-1]
+    edited = f"Run live (loss 9.871, 37% of rows, a gap of 7.5e-03, {best} then {cut}):"
+    stale.write_text(plan.replace("Run live:", edited, 1), encoding="utf-8")
     monkeypatch.setattr(lesson_quotes, "plan", lambda stem: stale)
-    assert [line.split(": ")[1] for line in lesson_quotes.unsourced("07_gpt")] == ["9.871", "37%"]
+    assert [line.split(": ")[1] for line in lesson_quotes.unsourced("07_gpt")] == ["9.871", "37%", "7.5e-03", cut]
