@@ -395,3 +395,13 @@ def test_equality_probe_holds_equal_infinities_equal():
     worse[0, 3, 0] += 1.0
     flagged = equality_probe(worse, scores)
     assert flagged.flagged and flagged.value == pytest.approx(1.0) and "nan" not in str(flagged).lower()
+
+
+def test_tokens_that_are_no_batch_of_ids_are_named_with_their_dtype_and_shape():
+    model = logits(gpt(leaky=False))
+    with pytest.raises(ValueError, match=r"integer ids of shape \(B, T\); got torch.float32 \(2, 6\)"):
+        causality_probe(model, torch.zeros(2, 6), V)
+    with pytest.raises(ValueError, match=r"got torch.int64 \(6,\)"):
+        causality_probe(model, torch.zeros(6, dtype=torch.long), V)
+    with pytest.raises(ValueError, match="got list"):
+        causality_probe(model, [[1, 2, 3]], V)

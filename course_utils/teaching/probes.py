@@ -168,7 +168,8 @@ def _unsteady(name: str, fn: Callable[..., Any], *args: Any, whose: str = "") ->
 
 def _check_tokens(tokens: Tensor, *, min_length: int = 1, min_batch: int = 1) -> None:
     if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-        raise ValueError(f"tokens must be integer ids of shape (B, T); got {getattr(tokens, 'shape', tokens)!r}")
+        got = f"{tokens.dtype} {tuple(tokens.shape)}" if isinstance(tokens, Tensor) else type(tokens).__name__
+        raise ValueError(f"tokens must be integer ids of shape (B, T); got {got}")
     B, T = tokens.shape
     if T < min_length or B < min_batch:
         raise ValueError(
