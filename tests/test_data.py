@@ -105,6 +105,9 @@ def test_random_batches_cover_every_row_once_per_epoch():
 def test_reversal_pairs_and_encoding():
     pairs = reversal_pairs(3, length=4, seed=0)
     assert all(t == s[::-1] and len(s) == 4 for s, t in pairs)
+    for bad in (dict(alphabet=""), dict(length=0)):
+        with pytest.raises(ValueError, match="non-empty alphabet and length >= 1"):
+            reversal_pairs(2, **bad)
     tok = CharTokenizer("abcdefghij")
     src, tgt = encode_pairs(pairs, tok, tok)
     assert src.shape == (3, 4) and tgt.shape == (3, 6) and torch.all(tgt[:, 0] == tok.bos_id)

@@ -619,6 +619,8 @@ def test_expand_kv_is_repeat_interleave_not_repeat():
         for j in range(3 * n_rep):
             assert torch.equal(out[:, j], x[:, j // n_rep])
     assert torch.equal(expand_kv(x, 1), x)
+    with pytest.raises(ValueError, match="at least 1; got 0"):
+        expand_kv(x, 0)  # no head at all, where a silent empty tensor would follow
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from torch.testing import assert_close
 
 from course_utils.data.byte_bpe import load_gpt2_tokenizer, train_byte_bpe
 from course_utils.model import GPT
-from course_utils.training.instruct import IGNORE, ChatTemplate, encode_example, pad_examples
+from course_utils.training.instruct import IGNORE, ChatTemplate, encode_example, mask_prompt, pad_examples
 
 TEMPLATE = ChatTemplate()
 PAIRS = [
@@ -102,3 +102,10 @@ def test_a_tokenizer_without_the_templates_special_tokens_is_refused_and_the_fix
     assert prompt_ids == [50_257, *gpt2.encode("hi"), 50_258] and response_ids == [*gpt2.encode("hello"), 50_259]
     with pytest.raises(ValueError, match="1 inputs but 2 targets"):
         pad_examples([([1], [2, 3])], pad_id=0)
+
+
+def test_an_example_without_a_prompt_or_a_response_is_refused():
+    assert mask_prompt([1, 2], [3, 4]) == ([1, 2, 3], [IGNORE, 3, 4])
+    for prompt, response in (([], [3, 4]), ([1, 2], []), ([], [])):  # [] prompt: targets one longer than inputs
+        with pytest.raises(ValueError, match="a prompt and a response of at least one id each"):
+            mask_prompt(prompt, response)

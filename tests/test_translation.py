@@ -136,6 +136,14 @@ def test_bleu_is_sacrebleus_with_its_signature() -> None:
     assert "case:mixed" in signature and "tok:13a" in signature
     lower, _ = bleu(["a dog runs on the grass."], ["A dog runs on the grass."])
     assert lower < 100.0  # case-sensitive
+    with pytest.raises(TypeError, match="a list of sentences"):
+        bleu("A dog runs.", "A dog runs.")  # would score 17 one-character sentences
+    with pytest.raises(ValueError, match="got 1 hypotheses for 2 references"):
+        bleu(["A dog runs."], ["A dog runs.", "A cat sleeps."])
+    with pytest.raises(ValueError, match="none to score"):
+        bleu([], [])
+    with pytest.raises(ValueError, match="at least one row"):
+        pad_batch([], PAD)
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])

@@ -45,6 +45,8 @@ def random_batches(*tensors: Tensor, batch_size: int, seed: int = 0) -> Iterator
 
 def reversal_pairs(n: int, length: int = 8, alphabet: str = "abcdefghij", seed: int = 0) -> list[tuple[str, str]]:
     """``n`` (random string, the same string reversed) pairs: the classic toy copy task."""
+    if not alphabet or length < 1:
+        raise ValueError(f"need a non-empty alphabet and length >= 1; got {alphabet!r} and {length}")
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):

@@ -384,6 +384,8 @@ def expand_kv(x: Tensor, n_rep: int) -> Tensor:
     0, 1 would give query head j the key head j % g). A view (``expand``) then one copy (``reshape``)."""
     if n_rep == 1:
         return x
+    if n_rep < 1:
+        raise ValueError(f"n_rep is how many query heads share each key head, at least 1; got {n_rep}")
     B, g, T, d_k = x.shape
     return x[:, :, None].expand(B, g, n_rep, T, d_k).reshape(B, g * n_rep, T, d_k)
 

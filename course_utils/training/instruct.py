@@ -79,6 +79,11 @@ class ChatTemplate:
 def mask_prompt(prompt_ids: Sequence[int], response_ids: Sequence[int]) -> tuple[list[int], list[int]]:
     """``(inputs, targets)`` of one example from its ids, each of length T: the inputs are the ids but the last, the
     targets the ids shifted by one, with ``IGNORE`` wherever the next token still belongs to the prompt."""
+    if not prompt_ids or not response_ids:
+        raise ValueError(
+            f"an example needs a prompt and a response of at least one id each (the response ends with its end "
+            f"token); got {len(prompt_ids)} and {len(response_ids)} ids"
+        )
     ids = [*prompt_ids, *response_ids]
     return ids[:-1], [IGNORE] * (len(prompt_ids) - 1) + list(response_ids)  # position t predicts ids[t + 1]
 

@@ -59,8 +59,17 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, s
     exactly how it was computed (tokenizer, casing, smoothing, version) so that scores can be compared."""
     from sacrebleu.metrics.bleu import BLEU
 
+    for name, texts in (("hypotheses", hypotheses), ("references", references)):
+        if isinstance(texts, str):  # a string is a sequence too: of one-character "sentences"
+            raise TypeError(f"{name} must be a list of sentences, one per line; got one string: wrap it, [{name}]")
+    hypotheses, references = list(hypotheses), list(references)
+    if len(hypotheses) != len(references) or not hypotheses:
+        raise ValueError(
+            f"BLEU pairs each hypothesis with its reference: got {len(hypotheses)} hypotheses for {len(references)} "
+            "references" + ("" if hypotheses else " (none to score)")
+        )
     metric = BLEU()
-    score = metric.corpus_score(list(hypotheses), [list(references)])
+    score = metric.corpus_score(hypotheses, [references])
     return float(score.score), str(metric.get_signature())
 
 
