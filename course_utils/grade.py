@@ -294,6 +294,8 @@ def _read(path: Path) -> Any:
     """The submission as a notebook, or ``NotGradable`` saying in one line what it is instead."""
     import nbformat
 
+    if path.is_dir():
+        raise NotGradable(f"a folder, not a notebook: pass the notebooks in it ({path / '*.ipynb'})")
     try:
         raw = path.read_bytes()
     except OSError as e:

@@ -394,6 +394,7 @@ def test_a_class_is_graded_whatever_one_file_holds(tmp_path, tiny_release, capsy
     (folder / "not_json.ipynb").write_text("{ this is not json")
     (folder / "binary.ipynb").write_bytes(bytes(range(256)) * 4)
     (folder / "empty.ipynb").write_text("")
+    (folder / "unzipped").mkdir()  # a folder passed where its notebooks were meant
     (folder / "notes.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))  # a notebook without cells
     other = nbformat.read(ROOT / "notebooks" / "student" / "02_multi_head_attention.ipynb", as_version=4)
     other_release = tmp_path / "release" / "02_multi_head_attention.ipynb"
@@ -416,6 +417,9 @@ def test_a_class_is_graded_whatever_one_file_holds(tmp_path, tiny_release, capsy
     assert reasons["not_json.ipynb"].startswith("not a notebook")
     assert reasons["binary.ipynb"].startswith("not a notebook")
     assert reasons["empty.ipynb"] == "not a notebook: the file is empty"
+    assert (
+        reasons["unzipped"] == f"a folder, not a notebook: pass the notebooks in it ({folder / 'unzipped' / '*.ipynb'})"
+    )
     assert reasons["notes.ipynb"].startswith("not a course notebook")
     assert reasons["other_chapter.ipynb"].startswith("another chapter's notebook: its exercises are those of 02_")
     for name in ("noisy.ipynb", "alice.ipynb"):
