@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import numbers
 import random
 import weakref
 from collections.abc import Callable, Generator
@@ -194,3 +195,15 @@ def code_names(fn: object) -> set[str]:
             elif isinstance(k, tuple) and all(isinstance(s, str) for s in k):  # pyright: ignore[reportUnknownVariableType]
                 names.update(k)  # pyright: ignore[reportUnknownArgumentType]
     return names
+
+
+def require_sizes(owner: str, **sizes: int | None) -> None:
+    """A clear error for a size that cannot build ``owner``: each of ``sizes`` an int >= 1 (None: the default)."""
+    bad = {
+        name: n
+        for name, n in sizes.items()
+        if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1)
+    }
+    if bad:
+        got = ", ".join(f"{name}={n!r}" for name, n in bad.items())
+        raise ValueError(f"{owner} needs sizes that are ints >= 1; got {got}")

@@ -57,3 +57,27 @@ def test_feed_forward_applies_the_activation_it_is_given(activation, function):
 def test_feed_forward_refuses_an_unknown_activation():
     with pytest.raises(ValueError, match="activation must be one of"):
         FeedForward(4, 8, activation="swish")
+
+
+def test_a_size_that_builds_nothing_is_refused_where_it_was_passed():
+    """d_ff=0, n_layers=0, a vocabulary or context of 0: each would build a model that runs and means nothing (d_ff=0
+    was even replaced by the default width in GPT and Llama)."""
+    from course_utils import GPT, Decoder, Encoder, Llama, Transformer
+
+    tiny = dict(d_model=8, n_heads=2)
+    cases = [
+        (lambda: FeedForward(8, 0), "FeedForward", "d_ff=0"),
+        (lambda: Encoder(8, 2, 16, n_layers=0), "Encoder", "n_layers=0"),
+        (lambda: Decoder(8, 2, 16, n_layers=0), "Decoder", "n_layers=0"),
+        (lambda: GPT(vocab_size=10, block_size=8, n_layers=1, d_ff=0, **tiny), "GPT", "d_ff=0"),
+        (lambda: GPT(vocab_size=10, block_size=0, n_layers=1, **tiny), "GPT", "block_size=0"),
+        (lambda: GPT(vocab_size=10.0, block_size=8, n_layers=1, **tiny), "GPT", "vocab_size=10.0"),
+        (lambda: Llama(vocab_size=10, block_size=8, n_layers=0, **tiny), "Llama", "n_layers=0"),
+        (lambda: Llama(vocab_size=10, block_size=8, n_layers=1, d_ff=0, **tiny), "Llama", "d_ff=0"),
+        (lambda: Transformer(0, 10, n_layers=1, d_ff=16, **tiny), "Transformer", "src_vocab_size=0"),
+        (lambda: Transformer(10, 10, n_layers=0, d_ff=16, **tiny), "Encoder", "n_layers=0"),
+    ]
+    for build, owner, got in cases:
+        with pytest.raises(ValueError, match=f"^{owner} needs sizes that are ints >= 1; got {got}$"):
+            build()
+    assert GPT(vocab_size=torch.tensor(10).numpy()[()], block_size=8, n_layers=1, **tiny).vocab_size == 10  # NumPy int

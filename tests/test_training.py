@@ -249,3 +249,9 @@ def test_a_long_run_holds_no_more_memory_at_its_end_than_after_its_first_steps()
           eval_every=30, progress=False)  # fmt: skip
     # a step's logits are 6.3 MB: a run that kept one small tensor per step held about that much more per step
     assert seen[-1] - seen[0] < 60, f"{seen[0]:.0f} MB after 30 steps, {seen[-1]:.0f} MB after 90"
+
+
+def test_a_gradient_clip_of_zero_is_refused():
+    with pytest.raises(ValueError, match="grad_clip is the largest gradient norm, > 0"):
+        TrainConfig(grad_clip=0.0)  # every step would scale the gradients to 0 and learn nothing
+    assert TrainConfig(grad_clip=None).grad_clip is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from ..utils import require_sizes
 from .attention import KVCache, MultiHeadAttention
 from .convert_torch import layer_from_torch
 from .encoder import LayerStack
@@ -122,6 +123,7 @@ class Decoder(LayerStack):
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1, norm_first: bool = False
     ) -> None:
+        require_sizes("Decoder", n_layers=n_layers)
         layers = (DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
         super().__init__(layers, d_model, norm_first)
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from torch import Tensor, nn
 
+from ..utils import require_sizes
 from .attention import MultiHeadAttention
 from .convert_torch import layer_from_torch
 from .layers import FeedForward, LayerNorm
@@ -79,6 +80,7 @@ class Encoder(LayerStack):
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1, norm_first: bool = False
     ) -> None:
+        require_sizes("Encoder", n_layers=n_layers)
         layers = (EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
         super().__init__(layers, d_model, norm_first)
 

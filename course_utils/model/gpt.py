@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ..utils import require_sizes
 from .attention import KVCache, MultiHeadAttention
 from .causal_lm import CausalLM
 from .layers import FeedForward, LayerNorm
@@ -88,6 +89,7 @@ class GPT(CausalLM):
         norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
+        require_sizes("GPT", vocab_size=vocab_size, block_size=block_size, n_layers=n_layers, d_ff=d_ff)
         self.vocab_size, self.block_size = vocab_size, block_size
         self.token_embed = nn.Embedding(vocab_size, d_model)
         self.position_embed = nn.Embedding(block_size, d_model)

@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..utils import require_sizes
+
 __all__ = ["FeedForward", "LayerNorm", "RMSNorm", "SwiGLU"]
 
 
@@ -59,6 +61,7 @@ class FeedForward(nn.Module):
         self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True
     ) -> None:
         super().__init__()
+        require_sizes("FeedForward", d_model=d_model, d_ff=d_ff)
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}; got {activation!r}")
         self.activation = activation

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..utils import require_sizes
 from .attention import GroupedQueryAttention, KVCache
 from .causal_lm import CausalLM
 from .layers import RMSNorm, SwiGLU
@@ -101,6 +102,7 @@ class Llama(CausalLM):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
+        require_sizes("Llama", vocab_size=vocab_size, block_size=block_size, n_layers=n_layers, d_ff=d_ff)
         self.vocab_size, self.block_size = vocab_size, block_size
         self.token_embed = nn.Embedding(vocab_size, d_model)
         self.dropout = nn.Dropout(dropout)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
+from ..utils import require_sizes
 from .decoder import Decoder, DecoderCache
 from .encoder import Encoder
 from .positional import PositionalEncoding
@@ -72,6 +73,7 @@ class Transformer(nn.Module):
         share_embeddings: bool = False,
     ) -> None:
         super().__init__()
+        require_sizes("Transformer", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, max_len=max_len)
         if share_embeddings and src_vocab_size != tgt_vocab_size:
             raise ValueError(
                 f"share_embeddings needs one vocabulary for both languages; got src_vocab_size={src_vocab_size} "

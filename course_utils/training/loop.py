@@ -61,6 +61,8 @@ class TrainConfig:
             raise ValueError("need steps >= 1, batch_size >= 1, lr > 0 and warmup_steps >= 0")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1); got {self.label_smoothing}")
+        if self.grad_clip is not None and not self.grad_clip > 0:  # a norm of 0 would scale every gradient to 0
+            raise ValueError(f"grad_clip is the largest gradient norm, > 0 (None: no clipping); got {self.grad_clip}")
 
 
 def noam_lr(step: int, d_model: int, warmup_steps: int) -> float:
