@@ -439,7 +439,10 @@ check_beam_step(my_beam_step)
 # Which $\alpha$? It is chosen on the validation set, never on the test set. When the checkpoint was built,
 # `tools/build_checkpoints.py` translated the 1,014 validation sentences greedily and with a beam of 4 for seven
 # values of $\alpha$, and kept the best (the beam size, 4, was fixed in advance: the cost of a beam grows with its
-# size). The checkpoint recorded those scores; section 7 measures the test scores again, here.
+# size). It scored each with **BLEU**, which section 7 defines; until then, read it as the share of the
+# translation's runs of 1 to 4 words that the reference contains too, lowered when the translations are shorter
+# than the references (its *brevity penalty*), on a scale of 0 to 100: higher is better. The checkpoint recorded
+# those scores; section 7 measures the test scores again, here.
 
 # %%
 BEAM, ALPHA = 4, pretrained.metrics["alpha"]
