@@ -255,3 +255,27 @@ def test_a_gradient_clip_of_zero_is_refused():
     with pytest.raises(ValueError, match="grad_clip is the largest gradient norm, > 0"):
         TrainConfig(grad_clip=0.0)  # every step would scale the gradients to 0 and learn nothing
     assert TrainConfig(grad_clip=None).grad_clip is None
+
+
+def test_what_train_is_given_wrong_gets_a_clear_error():
+    from course_utils import GPT, estimate_loss, random_windows, translate
+
+    set_seed(0)
+    model = GPT(vocab_size=10, block_size=8, d_model=8, n_heads=2, n_layers=1)
+    config = TrainConfig(steps=3, warmup_steps=0)
+    windows = random_windows(torch.randint(0, 10, (100,)), 8, 2)
+    with pytest.raises(TypeError, match=r"one number \(a 0-d tensor\); got tuple: a model's \(logits, loss\)\? return"):
+        train(model, windows, lambda m, x, y: m(x, y), config, progress=False)
+    with pytest.raises(TypeError, match=r"got a tensor of shape \(2, 8, 10\)"):
+        train(model, windows, lambda m, x, y: m(x)[0], config, progress=False)
+    two = iter([next(windows), next(windows)])
+    with pytest.raises(ValueError, match="the batches ran out after 2 of 3 steps: pass an endless stream"):
+        train(model, two, lambda m, x, y: m(x, y)[1], config, progress=False)
+    with pytest.raises(ValueError, match="iters >= 1"):
+        estimate_loss(model, {"val": torch.randint(0, 10, (100,))}, 2, iters=0)
+    tok = CharTokenizer("abc")
+    translator = Transformer(tok.vocab_size, tok.vocab_size, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    with pytest.raises(TypeError, match="a list of sentences; got one string"):
+        translate(translator, tok, "abc")
+    with pytest.raises(ValueError, match=r"T >= 2 \(<bos>, then at least one token to predict\); got shape \(1, 1\)"):
+        seq2seq_loss(translator, torch.tensor([[4, 5]]), torch.tensor([[1]]), tok.pad_id)

@@ -217,6 +217,10 @@ def train_step(
     dtype = _autocast_dtype(device, config.amp)
     with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         loss = loss_fn(model, *batch)
+    if not isinstance(loss, Tensor) or loss.dim() != 0:
+        got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else type(loss).__name__
+        hint = ": a model's (logits, loss)? return its [1]" if isinstance(loss, tuple) else ""
+        raise TypeError(f"loss_fn must return the loss, one number (a 0-d tensor); got {got}{hint}")
     optimizer.zero_grad(set_to_none=True)
     scaler = _scaler(optimizer, device, dtype)  # outside float16, a disabled scaler: plain backward and step
     scaler.scale(loss).backward()  # the gradients of loss * scale: small ones stay above float16's smallest
@@ -332,7 +336,13 @@ def train(
             lr = config.lr * lr_factor(step, config)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            batch = tuple(_to_device(t, device) for t in next(batches))
+            try:
+                batch = tuple(_to_device(t, device) for t in next(batches))
+            except StopIteration:
+                raise ValueError(
+                    f"the batches ran out after {step} of {steps} steps: pass an endless stream (random_windows, "
+                    "random_batches) or fewer steps"
+                ) from None
             if GPU_DRY_RUN.is_on():
                 batch = tuple(t[:DRY_RUN_ROWS] for t in batch)
             loss = train_step(model, optimizer, loss_fn, batch, config)

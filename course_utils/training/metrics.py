@@ -137,6 +137,10 @@ def estimate_loss(
 ) -> dict[str, float]:
     """Mean loss of ``model`` over ``iters`` batches of random windows of each split. The windows are the
     same at every call (fixed ``seed``), so successive estimates are comparable."""
+    if iters < 1 or batch_size < 1:
+        raise ValueError(
+            f"estimate_loss averages over iters >= 1 batches of batch_size >= 1; got {iters}, {batch_size}"
+        )
     device = next(model.parameters()).device
     if GPU_DRY_RUN.is_on():  # a dry run passes the code, measures nothing: a few small batches
         iters, batch_size = min(iters, DRY_RUN_STEPS), min(batch_size, DRY_RUN_ROWS)

@@ -26,6 +26,10 @@ def seq2seq_loss(model: nn.Module, src: Tensor, tgt: Tensor, pad_id: int, label_
     ``src (B, S)`` and ``tgt (B, T)`` are padded with ``pad_id``; padded target positions are
     ignored by the loss. Label smoothing as in ``F.cross_entropy`` (section 5.4 of the paper).
     """
+    if tgt.dim() != 2 or tgt.size(1) < 2:
+        raise ValueError(
+            f"tgt must be (B, T) with T >= 2 (<bos>, then at least one token to predict); got shape {tuple(tgt.shape)}"
+        )
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # (B, T - 1) each: input shifted right by one
     logits = model(src, tgt_in, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))  # (B, T - 1, V)
     return F.cross_entropy(
