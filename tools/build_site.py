@@ -283,7 +283,8 @@ def stage() -> None:
     # The lesson plans, one 90-minute class per chapter
     plans = sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md"))
     for plan in plans:
-        (lessons / plan.name).write_text(NOSEARCH + plan.read_text())
+        # a figure's quote markers, which a line may begin with, would make MyST read that line as raw HTML
+        (lessons / plan.name).write_text(NOSEARCH + re.sub(r"<!-- /?quote(?::[\w-]+)? -->", "", plan.read_text()))
     (lessons / "index.md").write_text(
         NOSEARCH + "# Lesson plans\n\nA 90-minute class for every chapter: what to say, run live, show or skip; how "
         "long each section runs on two CPU cores; the prediction's poll; class or homework for each exercise; the "

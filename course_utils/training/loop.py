@@ -43,16 +43,27 @@ SCHEDULES = ("inverse_sqrt", "cosine", "constant")
 class TrainConfig:
     """A training recipe. ``lr`` is the peak learning rate, reached after ``warmup_steps``."""
 
+    #: optimizer updates to make (batches to draw)
     steps: int = 1000
+    #: rows per batch; ``train`` does not read it (the batches come made), a recipe records it with the rest
     batch_size: int = 64
+    #: the peak learning rate, reached at the end of the warm-up
     lr: float = 1e-3
+    #: steps of linear warm-up from lr / warmup_steps to lr
     warmup_steps: int = 100
-    schedule: str = "inverse_sqrt"  # or "cosine" (decays to lr / 10 at the last step) or "constant"
+    #: the decay after the warm-up, ``lr_factor``'s: "inverse_sqrt" (the paper's), "cosine" (to lr / 10 at the last
+    #: step) or "constant"
+    schedule: str = "inverse_sqrt"
+    #: the share of each target's probability spread over the other tokens, for a loss function that reads it
     label_smoothing: float = 0.1
+    #: AdamW's decoupled weight decay (0: plain Adam)
     weight_decay: float = 0.0
+    #: the largest gradient norm, larger gradients scaled down to it (None: no clipping)
     grad_clip: float | None = 1.0
-    betas: tuple[float, float] = (0.9, 0.98)  # the paper's Adam settings
-    amp: bool = True  # on a GPU, the forward pass in bfloat16 (float16 with a gradient scaler where it lacks bfloat16)
+    #: Adam's (beta1, beta2); the paper's settings
+    betas: tuple[float, float] = (0.9, 0.98)
+    #: on a GPU, the forward pass in bfloat16 (float16 with a gradient scaler where it lacks bfloat16)
+    amp: bool = True
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -72,9 +83,12 @@ def noam_lr(step: int, d_model: int, warmup_steps: int) -> float:
 
 
 def lr_factor(step: int, config: TrainConfig) -> float:
-    """Multiplier of ``config.lr`` at ``step`` (0-based): linear warm-up, then the chosen decay.
+    """Multiplier of ``config.lr`` at ``step`` (0-based): linear warm-up to 1 over ``warmup_steps``, then the
+    chosen decay, with s = step + 1 and w the warm-up steps:
 
-    ``inverse_sqrt`` is the paper's shape, min(s / w, sqrt(w / s)), rescaled so the peak is 1.
+    - ``"inverse_sqrt"``, the paper's shape: min(s / w, sqrt(w / s)), rescaled so that the peak is 1;
+    - ``"cosine"``: half a cosine from 1 after the warm-up down to 0.1 at the last step (lr / 10);
+    - ``"constant"``: 1 after the warm-up.
     """
     s, w = step + 1, max(config.warmup_steps, 1)
     if s < w:

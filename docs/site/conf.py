@@ -61,7 +61,7 @@ html_theme_options = {
     "repository_branch": course["branch"],
     "path_to_docs": "",
     "use_repository_button": True,
-    "use_download_button": True,
+    "use_download_button": False,  # it offers the site's build copy; each chapter links both editions to download
     "show_toc_level": 2,
     "home_page_in_toc": True,
     "navigation_with_keys": True,
