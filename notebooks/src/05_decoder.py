@@ -463,7 +463,7 @@ attention_chart(weights, letters, rows, head_names=["head 0", "head 1"], title="
 # | cross-attention queries from the encoder | output of the source's length, or (if $S = T$) silent future leak | `cross_attn(query=x, key=memory, value=memory)` ([bug lab: bug 3](09_bug_lab.ipynb#bug-3)) |
 # | decoder input and labels not shifted | the model learns the identity | read `tgt[:, :-1]`, predict `tgt[:, 1:]` |
 # | padding counted in the loss | the model learns to predict `<pad>` | `ignore_index=pad_id` |
-# | source padding not masked in cross-attention | attends to padding | pass `src_mask` to the decoder ([bug lab: bug 9](09_bug_lab.ipynb#bug-9)) |
+# | source padding not masked in cross-attention | attends to padding | pass `src_mask` to the decoder ([bug lab: bug 9](09_bug_lab.ipynb#bug-9) trains a model whose real positions attend to padding, through a mask on the wrong axis) |
 # | forgetting that attention returns `(output, weights)` | the tuple reaches the dropout or the residual addition: `TypeError` | `out, _ = self.cross_attn(...)`, or take `[0]` |
 #
 # ## Summary
