@@ -22,7 +22,7 @@ import numpy as np
 from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import LogNorm
+from matplotlib.colors import ListedColormap, LogNorm
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.text import Text
@@ -396,15 +396,17 @@ def dependency_heatmap(
     side = 1.2 + 0.22 * T
     fig, axes = plt.subplots(1, n, figsize=(side * n + 1.2, side + 0.3), layout="constrained", squeeze=False)
     norm = LogNorm(vmin=low, vmax=max(high, low * 10))  # one scale for every panel
+    # magma_r without its palest fifth: the smallest change drawn is a visible orange, so that white means 0 exactly
+    cmap = ListedColormap(plt.get_cmap("magma_r")(np.linspace(0.2, 1.0, 256)))
     for ax, matrix, title in zip(axes[0], m, titles):
         shown = np.ma.masked_where(matrix <= 0, matrix)  # zero change: white
-        ax.imshow(shown, cmap="magma_r", norm=norm, interpolation="nearest")
+        ax.imshow(shown, cmap=cmap, norm=norm, interpolation="nearest")
         ax.plot([-0.5, T - 0.5], [-0.5, T - 0.5], color=PALETTE[0], linewidth=1)
         ax.set(title=title, xticks=range(T), yticks=range(T), xlabel="token changed (j)", ylabel="output (i)")
         ax.set_xticklabels(labels, rotation=90 if max(map(len, labels)) > 2 else 0)
         ax.set_yticklabels(labels)
     fig.colorbar(
-        ScalarMappable(norm=norm, cmap="magma_r"), ax=axes, shrink=0.8, label="largest change of output i (log scale)"
+        ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.8, label="largest change of output i (log scale)"
     )
     if suptitle:
         fig.suptitle(suptitle)
