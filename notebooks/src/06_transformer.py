@@ -122,8 +122,8 @@ print("first pair as ids:", src_ids[0, :12].tolist(), "...", tgt_ids[0].tolist()
 # %% [markdown]
 # ## 2. Assembling the Transformer
 #
-# $$\text{logits} = \mathrm{Linear}\Big(\mathrm{Decoder}\big(\,\mathrm{PE}(\sqrt{d}\,E_{\text{tgt}}[y]),\;
-#   \underbrace{\mathrm{Encoder}(\mathrm{PE}(\sqrt{d}\,E_{\text{src}}[x]))}_{\text{memory}}\big)\Big)$$
+# $$\text{logits} = \mathrm{Linear}\Big(\mathrm{Decoder}\big(\,\mathrm{PE}(\sqrt{d_{\text{model}}}\,E_{\text{tgt}}[y]),\;
+#   \underbrace{\mathrm{Encoder}(\mathrm{PE}(\sqrt{d_{\text{model}}}\,E_{\text{src}}[x]))}_{\text{memory}}\big)\Big)$$
 #
 # `course_utils.Transformer` is exactly this: two embedding tables, one positional encoding, an `Encoder`
 # and a `Decoder` of $N$ layers each, and a `generator` projecting to target logits. `encode` and `decode`
@@ -236,7 +236,8 @@ check_label_smoothing(my_smoothed_cross_entropy)
 # runs even before your version is finished. `seq2seq_loss` also passes `ignore_index=pad_id`: positions whose
 # target is `<pad>` are left out, and the mean runs over the real positions only.
 #
-# The Annotated Transformer spreads $\varepsilon$ over $V - 2$ tokens, excluding padding and the true token;
+# The Annotated Transformer (Harvard NLP's line-by-line implementation of the paper, a popular reference) spreads
+# $\varepsilon$ over $V - 2$ tokens, excluding padding and the true token;
 # PyTorch's convention, used here, spreads it over all $V$. Both smooth; the numbers differ slightly.
 #
 # ## 4. The learning-rate schedule: warm-up

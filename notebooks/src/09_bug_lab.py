@@ -742,8 +742,8 @@ assert more < as_trained - 0.2
 #
 # Label smoothing (chapter 06) trains towards a target distribution $q$. Chapter 06 spreads $\varepsilon / V$ over
 # every token; the variant here, common in translation code, keeps `<pad>` out: $1 - \varepsilon$ on the right
-# token, the rest spread over the others, and 0 on `<pad>`. Its loss is $\mathrm{KL}(q \,\|\, p) = \sum q (\log q - \log
-# p)$, and a direct transcription meets $\log 0 = -\infty$ twice. First in $\log q$: where $q = 0$, $0 \cdot
+# token, the rest spread over the others, and 0 on `<pad>`. Its loss is the Kullback–Leibler divergence $\mathrm{KL}(q \,\|\, p) = \sum q (\log q - \log
+# p)$ (cross-entropy minus $q$'s own entropy, a constant), and a direct transcription meets $\log 0 = -\infty$ twice. First in $\log q$: where $q = 0$, $0 \cdot
 # (-\infty)$ is NaN. The reverser trained 150 steps with this loss:
 
 
