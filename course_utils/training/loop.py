@@ -109,11 +109,17 @@ class History:
     ``(step, metrics)`` pairs and ``eval_seconds`` the training time elapsed at each of them.
     """
 
+    #: the step number (1, 2, ...) of each entry of ``loss`` and ``lr``
     steps: list[int] = field(default_factory=list)
+    #: the training loss of each step, on that step's batch
     loss: list[float] = field(default_factory=list)
+    #: the learning rate each step used
     lr: list[float] = field(default_factory=list)
+    #: ``(step, metrics)``: what ``eval_fn`` returned, every ``eval_every`` steps and after the last
     evals: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    #: the training time elapsed at each evaluation, in seconds
     eval_seconds: list[float] = field(default_factory=list)
+    #: the time spent training, in seconds, evaluations excluded
     seconds: float = 0.0
 
 
