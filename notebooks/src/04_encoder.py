@@ -506,7 +506,8 @@ assert lowest > 0.5  # no head is close to one-hot
 # %% [markdown]
 # On average no head comes close to one-hot: even the most focused one spreads its weight like an even split
 # over several keys (printed). Averages hide variety, though. Here are the three most focused heads (top row)
-# and the three most diffuse (bottom row) on one test sequence. Columns are the input digits (keys); each row
+# and the three most diffuse (bottom row) on one test sequence, each row in order of entropy $H$ (in each
+# panel's title): "focused 1" is the most focused head, "diffuse 3" the most diffuse. Columns are the input digits (keys); each row
 # is an output position, labelled `i→d`: position `i`, which outputs digit `d`, the digit it must find among
 # the columns; the output is the model's own, so it may hold mistakes (the target is printed beside it). All
 # panels share one colour scale, so a diffuse head looks uniformly dark.
