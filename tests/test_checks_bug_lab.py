@@ -42,6 +42,27 @@ def test_a_diagnosis_is_right_as_a_function_that_measures_then_returns_it(name, 
         assert check_diagnosis(measuring(name, form), name), capsys.readouterr().out
 
 
+def test_a_diagnosis_that_reaches_its_probe_through_defaults_or_a_closure_is_no_guess(capsys):
+    """code_names sees no local name: a probe passed as a default argument, or held by a closure, still measures."""
+    from course_utils import causality_probe
+
+    ids = torch.randint(1, 12, (2, 8))
+
+    def with_defaults(model=mystery_model("A"), probe=causality_probe):  # noqa: B008  (as a student may write it)
+        print(probe(model, ids, 12))
+        return "a"
+
+    def make(measure, letter):
+        def diagnose():
+            print(measure())
+            return letter
+
+        return diagnose
+
+    for diagnose in (with_defaults, make(lambda: causality_probe(mystery_model("A"), ids, 12), "a")):
+        assert check_diagnosis(diagnose, "A"), capsys.readouterr().out
+
+
 @pytest.mark.parametrize("name", sorted(MYSTERIES))
 def test_a_wrong_diagnosis_is_explained(name, capsys):
     m = MYSTERIES[name]
@@ -58,13 +79,18 @@ def test_a_wrong_diagnosis_is_explained(name, capsys):
     def reads_the_key():
         return MYSTERIES[name].answer
 
+    def reads_it_by_getattr():
+        return getattr(MYSTERIES[name], "answer")  # noqa: B009
+
     assert all(guesses[n]().strip(" ()").lower() == MYSTERIES[n].answer for n in MYSTERIES)
     wrong = [
         *((measuring(name, letter), words) for letter, words in wrong_choices(m)),
         (m.answer, "a letter on its own is a guess"),
         (guess, "without measuring anything"),
         (guesses[name], "without measuring anything"),
-        (reads_the_key, "reads the answer from MYSTERIES"),
+        (reads_the_key, "reads the answer key"),
+        (reads_it_by_getattr, "reads the answer key"),
+        (lambda m=m: m.answer, "reads the answer key"),  # the notebook's loop leaves a Mystery in a global
         (crashes, "raised ValueError: the probe needs a model"),
         (todo, "not written yet"),
         (None, "probe mystery"),

@@ -79,11 +79,20 @@ def test_bad_arguments_give_clear_errors():
             ValueError, match=rf"idx holds ids outside \[0, {V}\) \(from {min(bad, 0)} to {max(bad, 0)}\)"
         ):
             model(torch.tensor([[0, bad]]))
+
+    class ShortPositions(GPT):  # a table of its own, indexed out of range: PyTorch's error stands, ids not blamed
+        def embed(self, idx, past):
+            return self.token_embed(idx) + torch.nn.functional.embedding(torch.arange(idx.size(1)), torch.zeros(2, 32))
+
+    short = ShortPositions(vocab_size=11, block_size=16, d_model=32, n_heads=4, n_layers=1)
+    with pytest.raises(IndexError, match="index out of range"):
+        short(torch.tensor([[1, 2, 3]]))
     prompt = torch.zeros(1, 2, dtype=torch.long)
     for bad in (-1, 2.0, True):
         with pytest.raises(ValueError, match="max_new_tokens must be an int >= 0"):
             model.generate(prompt, bad)
     assert model.generate(prompt, 0).equal(prompt)
+    assert model.generate(prompt, torch.tensor(2)).shape == (1, 4)  # a 0-d integer tensor counts too
     with pytest.raises(ValueError, match=r"at least one token long; got torch.int64 \(1, 0\)"):
         model.generate(prompt[:, :0], 2)
     with pytest.raises(ValueError, match=r"add a batch dimension, idx\[None\]"):

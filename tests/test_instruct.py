@@ -106,6 +106,7 @@ def test_a_tokenizer_without_the_templates_special_tokens_is_refused_and_the_fix
 
 def test_an_example_without_a_prompt_or_a_response_is_refused():
     assert mask_prompt([1, 2], [3, 4]) == ([1, 2, 3], [IGNORE, 3, 4])
+    assert mask_prompt(torch.tensor([0]), torch.tensor([3, 4]))[1] == [3, 4]  # tensors, and the id 0, are fine
     for prompt, response in (([], [3, 4]), ([1, 2], []), ([], [])):  # [] prompt: targets one longer than inputs
         with pytest.raises(ValueError, match="a prompt and a response of at least one id each"):
             mask_prompt(prompt, response)

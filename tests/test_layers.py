@@ -75,7 +75,7 @@ def test_a_size_that_builds_nothing_is_refused_where_it_was_passed():
         (lambda: Llama(vocab_size=10, block_size=8, n_layers=0, **tiny), "Llama", "n_layers=0"),
         (lambda: Llama(vocab_size=10, block_size=8, n_layers=1, d_ff=0, **tiny), "Llama", "d_ff=0"),
         (lambda: Transformer(0, 10, n_layers=1, d_ff=16, **tiny), "Transformer", "src_vocab_size=0"),
-        (lambda: Transformer(10, 10, n_layers=0, d_ff=16, **tiny), "Encoder", "n_layers=0"),
+        (lambda: Transformer(10, 10, n_layers=0, d_ff=16, **tiny), "Transformer", "n_layers=0"),
     ]
     for build, owner, got in cases:
         with pytest.raises(ValueError, match=f"^{owner} needs sizes that are ints >= 1; got {got}$"):

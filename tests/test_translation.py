@@ -144,6 +144,7 @@ def test_bleu_is_sacrebleus_with_its_signature() -> None:
         bleu([], [])
     with pytest.raises(ValueError, match="at least one row"):
         pad_batch([], PAD)
+    assert pad_batch(torch.tensor([[1, 2], [3, 4]]), PAD).tolist() == [[1, 2], [3, 4]]  # a tensor of rows too
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])

@@ -254,8 +254,8 @@ def unsourced(stem: str) -> list[str]:
     said = chapter_text(stem)
     found = []
 
-    def says(figure: str) -> bool:  # the figure as a number of its own: 2.4 is in 2.40, not in 12.4 or 2.45
-        return re.search(rf"(?<![\d.]){re.escape(figure)}0*(?!\d)", said) is not None
+    def says(figure: str) -> bool:  # a number of its own: 2.4 is in 2.40 and 2.4e+00, not in 12.4, 2.45 or 2.4e-05
+        return re.search(rf"(?<![\d.]){re.escape(figure)}0*(?!\d|e[-+]?0*[1-9])", said) is not None
 
     for m in FIGURE.finditer(text):
         figure = m.group(1)

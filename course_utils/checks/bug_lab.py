@@ -7,8 +7,10 @@ that the student edition does not show the bug next to the question; reading thi
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -233,30 +235,47 @@ def mystery_model(name: str, like: nn.MultiheadAttention | None = None) -> nn.Mo
 _SAYS_ONLY = frozenset({"print", "str", "format", "upper", "lower", "strip"})
 
 
+def _given_more_than_strings(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` holds values its code's names do not show: parameters with defaults (the grader's link keeps
+    their presence) or, in this process, a closure holding anything but strings (``make(lambda: probe(...))``)."""
+    try:
+        if any(p.default is not p.empty for p in inspect.signature(fn).parameters.values()):
+            return True
+    except (TypeError, ValueError):
+        pass
+    held = [getattr(cell, "cell_contents", None) for cell in getattr(fn, "__closure__", None) or ()]
+    return any(callable(v) or isinstance(v, nn.Module | Tensor | types.ModuleType) for v in held)
+
+
 def check_diagnosis(diagnose: Callable[[], str] | None, name: str) -> Verdict:
     """Check a diagnosis of mystery ``name``: ``diagnose`` is a function that probes the mystery, prints what it
     measures and returns one letter of ``MYSTERIES[name].choices``. A function that runs nothing before returning
-    its letter (a guess), a letter passed on its own, and one read from ``MYSTERIES`` are sent back."""
+    its letter (a guess), a letter passed on its own, and one that reads a mystery's ``answer`` or ``why`` are sent
+    back."""
     if name not in MYSTERIES:
         raise KeyError(f"no mystery {name!r}; there are {', '.join(MYSTERIES)}")
     m = MYSTERIES[name]
-    own = f"diagnose_{name.lower()}"
+    own = f"{getattr(diagnose, '__name__', '') or f'diagnose_{name.lower()}'}()"
+    if own.startswith("<"):  # a lambda
+        own = "your function"
 
     def run() -> str:
         if diagnose is not None and not callable(diagnose):
+            shown = repr(diagnose) if len(repr(diagnose)) <= 40 else type(diagnose).__name__
             raise NotYet(
-                f"check_diagnosis takes your function, {own}, not {diagnose!r:.40}: a letter on its own is a guess. "
-                f"Write {own}() to probe mystery {name}, print what you measure and return the letter."
+                f"check_diagnosis takes your function, not {shown}: a letter on its own is a guess. Write "
+                f"diagnose_{name.lower()}() to probe mystery {name}, print what you measure and return the letter."
             )
         names = code_names(diagnose)
-        if "MYSTERIES" in names and names & {"answer", "why"}:
-            raise NotYet(
-                f"{own}() reads the answer from MYSTERIES: probe mystery {name} and decide from what you measure."
-            )
+        scope = getattr(diagnose, "__globals__", {})
+        key = {n for n in names if scope.get(n) is MYSTERIES or isinstance(scope.get(n), Mystery)}
+        if names & {"answer", "why"} or (key and "getattr" in names):  # no probe's report has such attributes
+            raise NotYet(f"{own} reads the answer key: probe mystery {name} and decide from what you measure.")
         answer = call(diagnose) if diagnose is not None else None
-        if answer is not None and not names - _SAYS_ONLY and hasattr(diagnose, "__code__"):
+        guessed = diagnose is not None and not names - _SAYS_ONLY and not _given_more_than_strings(diagnose)
+        if answer is not None and guessed and hasattr(diagnose, "__code__"):
             raise NotYet(
-                f"{own}() returns a letter without measuring anything: a guess is not a diagnosis. Run the probes "
+                f"{own} returns a letter without measuring anything: a guess is not a diagnosis. Run the probes "
                 f"you choose on mystery {name} in it, print what they measure, then return the letter they support."
             )
         return judge(m, answer, f"probe mystery {name}, then return one of {{letters}} and run the cell.")

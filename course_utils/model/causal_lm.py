@@ -7,6 +7,7 @@ Shape letters: B batch, T sequence length (at most ``block_size``), V vocabulary
 from __future__ import annotations
 
 import numbers
+import operator
 from typing import Any
 
 import torch
@@ -64,11 +65,14 @@ class CausalLM(nn.Module):
         try:
             x = self.embed(idx, past)  # (B, T, d_model)
         except IndexError:  # nn.Embedding's "index out of range in self", on the CPU (a GPU asserts instead)
-            vocab_size = getattr(self.head, "out_features", None)  # a wrapped head may not say
-            allowed = f"[0, {vocab_size})" if vocab_size else "the vocabulary"
+            found = getattr(self, "vocab_size", None)
+            vocab_size = int(found) if isinstance(found, numbers.Integral) else None
+            low, high = int(idx.min()), int(idx.max())
+            if vocab_size is None or 0 <= low <= high < vocab_size:
+                raise  # another table's index (a subclass's positions, say): PyTorch's own error
             raise ValueError(
-                f"idx holds ids outside {allowed} (from {int(idx.min())} to {int(idx.max())}): check that the "
-                "tokenizer matches the model's vocab_size"
+                f"idx holds ids outside [0, {vocab_size}) (from {low} to {high}): check that the tokenizer matches "
+                "the model's vocab_size"
             ) from None
         shared = self.layer_inputs(idx, past)
         for i, block in enumerate(self.blocks):
@@ -102,9 +106,13 @@ class CausalLM(nn.Module):
                 f"generate continues a prompt of token ids (B, T), at least one token long; got {idx.dtype} "
                 f"{tuple(idx.shape)}" + (": add a batch dimension, idx[None]" if idx.dim() == 1 and idx.numel() else "")
             )
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
+        try:  # an int, NumPy's or a 0-d integer tensor; not a bool, a float or a string
+            count = -1 if isinstance(max_new_tokens, bool) else operator.index(max_new_tokens)
+        except TypeError:
+            count = -1
+        if count < 0:
             raise ValueError(f"max_new_tokens must be an int >= 0; got {max_new_tokens!r}")
-        max_new_tokens = at_most("generate", int(max_new_tokens), DRY_RUN_TOKENS)
+        max_new_tokens = at_most("generate", count, DRY_RUN_TOKENS)
         with eval_mode(self):
             caches = None
             for _ in range(max_new_tokens):

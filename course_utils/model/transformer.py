@@ -73,7 +73,10 @@ class Transformer(nn.Module):
         share_embeddings: bool = False,
     ) -> None:
         super().__init__()
-        require_sizes("Transformer", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, max_len=max_len)
+        require_sizes(
+            "Transformer", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, n_layers=n_layers, d_ff=d_ff,
+            max_len=max_len,
+        )  # fmt: skip
         if share_embeddings and src_vocab_size != tgt_vocab_size:
             raise ValueError(
                 f"share_embeddings needs one vocabulary for both languages; got src_vocab_size={src_vocab_size} "

@@ -167,9 +167,7 @@ def translate(
     outputs are at most ``max_extra`` tokens longer than their source. (A batch decodes until its longest output
     ends: on a CPU, Multi30k's test set took a fifth less time in batches of 32 than of 100, the same translations.)"""
     if isinstance(sentences, str):  # a string is a sequence too: of one-character sentences
-        raise TypeError(
-            f"translate takes a list of sentences; got one string: translate(model, tokenizer, [{sentences!r:.40}])"
-        )
+        raise TypeError("translate takes a list of sentences; got one string: put it in a list, [sentence]")
     device = next(model.parameters()).device
     encoded = [tokenizer.encode(s) for s in sentences]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))

@@ -79,7 +79,7 @@ class ChatTemplate:
 def mask_prompt(prompt_ids: Sequence[int], response_ids: Sequence[int]) -> tuple[list[int], list[int]]:
     """``(inputs, targets)`` of one example from its ids, each of length T: the inputs are the ids but the last, the
     targets the ids shifted by one, with ``IGNORE`` wherever the next token still belongs to the prompt."""
-    if not prompt_ids or not response_ids:
+    if len(prompt_ids) == 0 or len(response_ids) == 0:
         raise ValueError(
             f"an example needs a prompt and a response of at least one id each (the response ends with its end "
             f"token); got {len(prompt_ids)} and {len(response_ids)} ids"

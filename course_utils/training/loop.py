@@ -237,10 +237,11 @@ def train_step(
     dtype = _autocast_dtype(device, config.amp)
     with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         loss = loss_fn(model, *batch)
-    if not isinstance(loss, Tensor) or loss.dim() != 0:
+    if not isinstance(loss, Tensor) or loss.numel() != 1:
         got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else type(loss).__name__
         hint = ": a model's (logits, loss)? return its [1]" if isinstance(loss, tuple) else ""
-        raise TypeError(f"loss_fn must return the loss, one number (a 0-d tensor); got {got}{hint}")
+        raise TypeError(f"loss_fn must return the loss, one number (a tensor of one element); got {got}{hint}")
+    loss = loss.reshape(())  # a loss of shape (1,) too
     optimizer.zero_grad(set_to_none=True)
     scaler = _scaler(optimizer, device, dtype)  # outside float16, a disabled scaler: plain backward and step
     scaler.scale(loss).backward()  # the gradients of loss * scale: small ones stay above float16's smallest
@@ -321,8 +322,12 @@ def train(
             _scaler(optimizer, device, dtype).load_state_dict(state["scaler"])
         history = History(**state["history"])
         first, earlier = min(int(state["step"]), steps), history.seconds
-        for _ in range(first):  # the data stream where the saved run left it
-            next(batches)
+        for skipped in range(first):  # the data stream where the saved run left it
+            if next(batches, None) is None:
+                raise ValueError(
+                    f"the batches ran out after {skipped} steps, while skipping the {first} the checkpoint had "
+                    "already trained on: pass the same endless stream as that run"
+                )
         set_random_state(state["random"])  # after the batches skipped: the next draws are the ones it would make
         shown = history.evals[-1][1] if history.evals else {}
         if progress:

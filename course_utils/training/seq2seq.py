@@ -48,7 +48,7 @@ def encode_corpus(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer) -> lis
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int) -> Tensor:
     """Token lists of different lengths -> one LongTensor ``(B, longest)`` on the CPU (move it with ``.to(device)``),
     padded on the right with ``pad_id``."""
-    if not rows:
+    if len(rows) == 0:
         raise ValueError("pad_batch needs at least one row of token ids")
     out = torch.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=torch.long, device="cpu")
     for i, row in enumerate(rows):
