@@ -41,6 +41,9 @@ from pathlib import Path
 
 import nbformat
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other tools, also when loaded by path
+from lesson_quotes import unquoted
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE_DOCS = ROOT / "docs" / "site"
 STAGE = ROOT / "build" / "site-src"
@@ -285,7 +288,7 @@ def stage() -> None:
     plans = sorted((ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md"))
     for plan in plans:
         # a figure's quote markers, which a line may begin with, would make MyST read that line as raw HTML
-        (lessons / plan.name).write_text(NOSEARCH + re.sub(r"<!-- /?quote(?::[\w-]+)? -->", "", plan.read_text()))
+        (lessons / plan.name).write_text(NOSEARCH + unquoted(plan.read_text()))
     (lessons / "index.md").write_text(
         NOSEARCH + "# Lesson plans\n\nA 90-minute class for every chapter: what to say, run live, show or skip; how "
         "long each section runs on two CPU cores; the prediction's poll; class or homework for each exercise; the "

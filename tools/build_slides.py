@@ -49,6 +49,9 @@ from pygments.lexers import PythonLexer
 
 from course_utils.teaching.plots import slide_scale
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other tools, also when loaded by path
+from lesson_quotes import unquoted
+
 try:  # IPython's lexer reads a cell's `!command` and `%magic` lines as such, where Python's marks them as errors
     from IPython.lib.lexers import IPython3Lexer as CellLexer
 except ImportError:  # pragma: no cover - IPython comes with ipykernel
@@ -501,7 +504,7 @@ def lesson_cues(stem: str, sections: set[str]) -> dict[str, list[tuple[str, str]
     path = LESSONS / f"{stem}.md"
     if not path.exists():
         return {}
-    text = re.sub(r"<!-- /?quote(?::[\w-]+)? -->", "", path.read_text())
+    text = unquoted(path.read_text())
     part = re.search(r"^### Part by part\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
     cues: dict[str, list[tuple[str, str]]] = {}
     target = "setup"

@@ -29,6 +29,11 @@ LESSONS = ROOT / "docs" / "lessons"
 MARKED = re.compile(r"<!-- quote:(?P<name>[\w-]+) -->(?P<value>.*?)<!-- /quote -->", re.DOTALL)
 
 
+def unquoted(text: str) -> str:
+    """A plan's text with its quote markers taken out, each figure left as it reads."""
+    return MARKED.sub(lambda m: m["value"], text)
+
+
 def _said(stem: str, sources: bool = False, html: bool = False) -> str:
     """What a committed notebook printed (each stream and plain-text output, in order), and, if asked, its cells'
     sources and HTML outputs too."""

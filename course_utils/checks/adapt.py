@@ -372,10 +372,12 @@ def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
         last_only = [IGNORE] * (len(ids) - len(turns[-1][1])) + list(turns[-1][1])
         prompts = {t for p, _ in turns for t in p}
         starts: set[int] = set()  # the positions in ids where a later turn's prompt begins
+        ends: set[int] = set()  # the positions in ids of each prompt's last token
         position = 0
         for k, (p, r) in enumerate(turns):
             if k:
                 starts.add(position)
+            ends.add(position + len(p) - 1)
             position += len(p) + len(r)
         labels = [IGNORE, *want_targets]  # each id of ids as a target (the first is none)
 
@@ -390,12 +392,6 @@ def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
         last = len(turns) - 1
         boundary = [ids[i] if i in starts else label for i, label in enumerate(labels)][1:]
         zeroed = [0 if label == IGNORE else label for label in want_targets]
-        labels_unshifted = relabelled(lambda *_: True)
-        ends: set[int] = set()  # the positions in ids of each prompt's last token
-        position = 0
-        for p, r in turns:
-            ends.add(position + len(p) - 1)
-            position += len(p) + len(r)
         named = {
             "the prompt ids are masked by their values, so a response token that also occurs in a prompt is masked "
             "too: mask by position, each prompt's span": [IGNORE if t in prompts else t for t in ids[1:]],
@@ -409,7 +405,7 @@ def check_multi_turn_mask(fn: Callable[..., Any]) -> Verdict:
             "learned (a trainer may choose otherwise, but this exercise keeps them all)": last_only[1:],
             "the prompts are not masked: the model would learn to write the user's turns": ids[1:],
             "the targets are not shifted: position t predicts the token at t + 1, so label every id first (IGNORE "
-            "for a prompt's), then drop the first label; inputs drop the last id": labels_unshifted[: len(targets)],
+            "for a prompt's), then drop the first label; inputs drop the last id": labels[: len(targets)],
             "each response's end token is masked: the model must learn to write it at the end of every turn, or it "
             "will not stop": relabelled(lambda _k, i, n: i < n - 1)[1:],
             "the end token is a target in the last turn only: every response's end token is written by the "

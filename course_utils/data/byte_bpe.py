@@ -30,6 +30,7 @@ from torch import Tensor
 from .bpe import merge_pair
 from .merges import learn_merges
 from .text import DataFile, fetch
+from .tokenizers import outside_vocabulary
 
 __all__ = [
     "GPT2_PATTERN",
@@ -251,10 +252,7 @@ class ByteBPE:
         try:
             return self.decoder[int(i)]
         except KeyError:
-            raise ValueError(
-                f"id {int(i)} is not in this tokenizer's vocabulary (ids 0 to {self.vocab_size - 1}): were the ids "
-                "made by another tokenizer, or by a model with a larger vocab_size?"
-            ) from None
+            raise outside_vocabulary(int(i), self.vocab_size) from None
 
     def decode(self, ids: Iterable[int] | Tensor, errors: str = "replace") -> str:
         """The text of ``ids``. A slice that cuts a character's bytes shows ``�`` for them (as ``tiktoken`` and

@@ -43,6 +43,14 @@ class Tokenizer(Protocol):
     def decode(self, ids: Iterable[int] | Tensor) -> str: ...
 
 
+def outside_vocabulary(i: int, vocab_size: int) -> ValueError:
+    """The error for an id that no token of a vocabulary of ``vocab_size`` has, with the likely cause."""
+    return ValueError(
+        f"id {i} is not in this tokenizer's vocabulary (ids 0 to {vocab_size - 1}): were the ids made by another "
+        "tokenizer, or by a model with a larger vocab_size?"
+    )
+
+
 class SpecialTokens:
     """The members every tokenizer shares: its vocabulary ``itos`` (id -> string), the special tokens' ids, and
     which ids ``decode`` shows. ``specials`` is ``SPECIALS``, or ``()`` for a vocabulary without them (then asking
@@ -84,10 +92,7 @@ class SpecialTokens:
         ``itos`` from its end, or fail without saying why."""
         i = int(i)
         if not 0 <= i < len(self.itos):
-            raise ValueError(
-                f"id {i} is not in this tokenizer's vocabulary (ids 0 to {len(self.itos) - 1}): were the ids made "
-                "by another tokenizer, or by a model with a larger vocab_size?"
-            )
+            raise outside_vocabulary(i, len(self.itos))
         return i
 
     def shown(self, ids: Iterable[int] | Tensor, stop_at_eos: bool = True) -> Iterator[int]:

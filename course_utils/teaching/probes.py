@@ -642,14 +642,14 @@ def padding_probe(
     out = _run(fn, padded)
     per_position = base.dim() >= 2 and base.shape[:2] == tokens.shape
     real = (tokens != pad_id).cpu()  # (B, T)
+    tol = _tolerance(base, atol)
     only_last = False  # only each sequence's last position moves: it reads the next token, the padding
     if per_position:
         moved = (out[:, : tokens.size(1)] - base).abs().reshape(*tokens.shape, -1).amax(-1).cpu()  # (B, T)
         change = _largest(moved[real])
-        only_last = bool((moved[:, :-1][real[:, :-1]] <= _tolerance(base, atol)).all())
+        only_last = bool((moved[:, :-1][real[:, :-1]] <= tol).all())
     else:
         change = _largest((out - base).abs()) if out.shape == base.shape else math.inf
-    tol = _tolerance(base, atol)
     if change <= tol:
         return ProbeReport(
             "padding",
