@@ -384,7 +384,7 @@ def test_a_grid_too_small_for_a_slide_comes_with_each_panel_alone_legible_there(
     assert metadata["projector_text_px"] >= 18
     small = plots.attention_grid(torch.rand(2, 6, 6).softmax(-1), list("abcdef"))
     data, metadata = small._repr_mimebundle_()
-    assert small.panels == [] and data == {} and set(metadata) == {"text_px"}
+    assert small.panels == [] and data == {} and set(metadata) == {"text_px", "alt"}
 
 
 @pytest.mark.slow  # a second or two: draws the figure three times
@@ -416,3 +416,21 @@ def test_a_figure_whose_text_would_be_small_on_a_slide_comes_with_a_copy_drawn_s
     assert plots.figure_metadata(empty) == {}  # no text to measure
     for figure in (fig, narrow, empty):
         plt.close(figure)  # pyplot would show them again to a later test
+
+
+def test_a_figure_s_text_alternative_reads_its_titles_and_labels_once():
+    w = torch.softmax(torch.randn(2, 4, 4), dim=-1)
+    grid = plots.attention_grid(w, list("abcd"), list("abcd"), titles=["head 1", "head 2"], ncols=2, suptitle="Two")
+    alt = plots.figure_alt(grid)
+    assert alt.startswith("Two. head 1; head 2. ")  # the figure's title, then each panel's
+    assert alt.count("key (attended to)") == 1 and "Down: ← query (attending)" in alt  # shared labels said once
+    assert "Colour: attention weight" in alt  # the colour bar's meaning
+    assert plots.figure_metadata(grid)["alt"] == alt  # stored with the figure, for the website and the decks
+    long, ax = plt.subplots()
+    ax.set_title("a very long title " * 40)
+    assert len(plots.figure_alt(long)) == plots.ALT_LENGTH and plots.figure_alt(long).endswith("…")
+    bare, ax = plt.subplots()
+    ax.plot(range(3))
+    assert plots.figure_alt(bare) == ""  # nothing written: nothing to read out
+    for figure in (grid, long, bare):
+        plt.close(figure)

@@ -139,3 +139,25 @@ def test_a_teaching_page_in_the_search_index_is_named(tmp_path):
     data["terms"]["poll"] = [0]
     index.write_text(f"Search.setIndex({json.dumps(data)})")
     assert site.teaching_searched(index) == []
+
+
+def test_a_figure_gets_its_stored_text_alternative_or_its_section_and_a_file_name_alone_is_caught(tmp_path):
+    import build
+
+    png = {"image/png": "aGk="}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("## 3. Scaling"),
+        nbformat.v4.new_code_cell("fig", outputs=[nbformat.v4.new_output("display_data", data=png,
+                                                                          metadata={"alt": "Scores. Across: key"})]),
+        nbformat.v4.new_code_cell("old", outputs=[nbformat.v4.new_output("display_data", data=png)]),
+        nbformat.v4.new_code_cell("print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")]),
+    ]  # fmt: skip
+    path = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, path)
+    page, _ = site.stage_notebook(path, build.altair_spec, tmp_path)
+    assert page.cells[1].metadata["mystnb"]["image"]["alt"] == "Scores. Across: key"  # as the figure stored it
+    assert "“3. Scaling”" in page.cells[2].metadata["mystnb"]["image"]["alt"]  # stored without one: its section
+    assert "mystnb" not in page.cells[3].metadata  # no image
+    assert site.FILE_ALT.search('<img alt="../_images/38347ab2.png" src="../_images/38347ab2.png" />')
+    assert not site.FILE_ALT.search('<img alt="Scores. Across: key" src="../_images/38347ab2.png" />')

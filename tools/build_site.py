@@ -171,8 +171,11 @@ def stage_notebook(path: Path, altair_spec, images: Path) -> tuple[nbformat.Note
     # The badge line becomes links to both editions; links to the student edition go to Colab.
     first.source = re.sub(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)$", chapter_links(path.name), first.source,
                           count=1, flags=re.MULTILINE)  # fmt: skip
+    section = nb.metadata.get("title") or path.stem
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
+            heading = re.search(r"^#{1,3} (.+)$", cell.source, flags=re.MULTILINE)
+            section = heading.group(1).strip() if heading else section
             # An HTML anchor (<a id="bug-7"></a>) becomes a MyST target, so that links to it are checked too.
             cell.source = re.sub(r'^<a id="([\w-]+)"></a>$', r"(\1)=", cell.source, flags=re.MULTILINE)
             # Images attached to the cell: MyST-NB reads files, so each becomes one beside the chapter.
@@ -201,7 +204,25 @@ def stage_notebook(path: Path, altair_spec, images: Path) -> tuple[nbformat.Note
                 output = nbformat.v4.new_output("display_data", data={"text/html": chart_html(spec, charts)})
             outputs.append(output)
         cell.outputs = outputs
+        alt = figure_alt(outputs, section)
+        if alt:  # MyST-NB's alt text for the cell's images, read by screen readers in place of the file's name
+            cell.metadata.setdefault("mystnb", {})["image"] = {"alt": alt}
     return nb, versions
+
+
+def figure_alt(outputs: list, section: str) -> str:
+    """The text alternative of a code cell's images: what the notebook stored for each figure (``alt``, written by
+    ``course_utils.teaching.plots.figure_alt`` when the cell ran), or, for a figure stored without one, the section
+    it belongs to; empty for a cell without images."""
+    found = [out.get("metadata", {}).get("alt") for out in outputs if "image/png" in out.get("data", {})]
+    if not found:
+        return ""
+    described = [alt for alt in found if alt]
+    if described:
+        return " | ".join(dict.fromkeys(described))
+    plain = re.sub(r"\\sqrt\{([^}]*)\}", r"√\1", section)  # the heading's formula as a screen reader can say it
+    plain = re.sub(r"[$\\{}]", "", plain)
+    return f"A figure of the section “{plain}”, which the text around it describes"
 
 
 def api_page(page: str, title: str, modules: list[str]) -> str:
@@ -324,8 +345,12 @@ def sphinx() -> None:
     (OUT / ".nojekyll").write_text("")  # GitHub Pages: serve _static/ as it is
 
 
+FILE_ALT = re.compile(r'<img\b[^>]*\balt="([^"]*\.(?:png|svg|jpe?g|gif))"', re.IGNORECASE)
+
+
 def check() -> list[str]:
-    """Every resource a page of the built site loads from another host (``file: what``); empty when self-contained."""
+    """Every resource a page of the built site loads from another host, and every image whose text alternative is
+    only its file's name (``file: what``); empty when self-contained and described."""
     problems = []
     for path in sorted(OUT.rglob("*")):
         if path.suffix not in (".html", ".css", ".js") or not path.is_file():
@@ -334,6 +359,10 @@ def check() -> list[str]:
         for m in EXTERNAL.finditer(text):
             snippet = text[m.start() : m.end() + 60].replace("\n", " ")
             problems.append(f"{path.relative_to(OUT)}: {escape(snippet)}")
+        problems += [
+            f"{path.relative_to(OUT)}: an image whose text alternative is its file's name: {escape(alt)}"
+            for alt in FILE_ALT.findall(text)
+        ]
     pages = list(OUT.rglob("*.html"))
     expected = {f"chapters/{p.stem}.html" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     expected |= {f"downloads/{p.name}" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}

@@ -312,6 +312,7 @@ def output_pieces(cell: Any) -> list[Piece]:
             panels = metadata.get("projector_panels") or []
             copy = metadata.get("projector_png")
             text_px = metadata.get("projector_text_px" if panels or copy else "text_px")
+            alt = html.escape(metadata.get("alt") or "figure", quote=True)
             for png in panels or [copy or _text(data["image/png"])]:
                 width, height = _png_size(base64.b64decode(png))
                 dpi_scale = 0.5 if width > 1400 else 1.0  # retina-sized figures
@@ -323,7 +324,7 @@ def output_pieces(cell: Any) -> list[Piece]:
                 size = f' data-text-px="{text_px * dpi_scale:g}"' if text_px else ""
                 pieces.append(
                     Piece(f'<img class="figure" style="width: {shown_w}px; height: {shown_h}px"{size} '
-                          f'src="data:image/png;base64,{png}" alt="figure">', BUDGET if panels else shown_h + 12)
+                          f'src="data:image/png;base64,{png}" alt="{alt}">', BUDGET if panels else shown_h + 12)
                 )  # fmt: skip
         elif "text/html" in data and "vega" in _text(data["text/html"]):
             continue  # an interactive chart: its PNG twin follows

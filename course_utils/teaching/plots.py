@@ -242,10 +242,40 @@ def _b64(png: bytes) -> str:
     return base64.b64encode(palette_png(png)).decode()
 
 
+ALT_LENGTH = 400  # characters: a screen reader's sentence or two
+
+
+def figure_alt(fig: Figure) -> str:
+    """A text alternative for ``fig`` (the website's ``alt``, which a screen reader reads out): the figure's title,
+    each plot's title, its axis labels and what a colour bar's colours mean, each label once, as the figure writes
+    them; empty when the figure writes none of these. Longer ones are cut at ``ALT_LENGTH`` characters."""
+
+    def clean(text: str) -> str:
+        return " ".join(text.split())
+
+    titles: list[str] = []
+    said: dict[str, list[str]] = {"across": [], "down": [], "colour": []}
+    for ax in fig.axes:
+        if getattr(ax, "_colorbar", None) is not None:  # a colour bar: its label says what the colours mean
+            found = {"colour": ax.get_ylabel() or ax.get_xlabel()}
+        else:
+            title = clean(ax.get_title() or ax.get_title("left") or ax.get_title("right"))
+            titles += [title] if title else []
+            found = {"across": ax.get_xlabel(), "down": ax.get_ylabel()}
+        for kind, label in found.items():
+            if clean(label) and clean(label) not in said[kind]:
+                said[kind].append(clean(label))
+    parts = [clean(fig.get_suptitle())] if fig.get_suptitle() else []
+    parts += ["; ".join(titles)] if titles else []
+    parts += [f"{kind.capitalize()}: {' / '.join(labels)}" for kind, labels in said.items() if labels]
+    alt = ". ".join(part.rstrip(".") for part in parts)
+    return alt if len(alt) <= ALT_LENGTH else alt[: ALT_LENGTH - 1].rstrip() + "…"
+
+
 def figure_metadata(fig: Figure) -> dict[str, Any]:
-    """What a notebook stores beside a figure's PNG for the decks (tools/build_slides.py): ``text_px``, its smallest
-    text in the image's pixels; and where that text would be under 18 px on a slide, a copy drawn for the slide.
-    For an ``attention_grid`` too large for that, each panel alone (``projector_panels``); for any other figure,
+    """What a notebook stores beside a figure's PNG for the website and the decks: ``alt``, its text alternative
+    (``figure_alt``); ``text_px``, its smallest text in the image's pixels; and where that text would be under 18 px
+    on a slide, a copy drawn for the slide. For an ``attention_grid`` too large for that, each panel alone (``projector_panels``); for any other figure,
     the figure drawn smaller with its text as it is (titles at the body text's size), so that the slide enlarges
     both (``projector_png``). The copies' smallest text is ``projector_text_px``. Registered for every figure a
     notebook displays."""
@@ -253,6 +283,9 @@ def figure_metadata(fig: Figure) -> dict[str, Any]:
     if not text_px:
         return {}
     metadata: dict[str, Any] = {"text_px": round(text_px, 1)}
+    alt = figure_alt(fig)
+    if alt:
+        metadata["alt"] = alt
     panels = getattr(fig, "panels", None)
     if panels:
         drawn = [_drawn(panel_figure(*panel)) for panel in panels]
