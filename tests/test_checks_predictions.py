@@ -31,7 +31,7 @@ def test_every_wrong_prediction_is_explained(question, capsys):
         ok, out = verdict(lambda a, answer=answer: check_prediction(question, answer), None, capsys)
         assert not ok and words in out, (answer, out)
         if len(str(answer)) == 1 and answer in q.choices:  # a letter: its own explanation, no other letter's
-            assert q.why[answer] in out and "Run the next cell" in out
+            assert q.why[answer] in out and f"Run {q.measured_by} " in out  # where to look next
     ok, out = verdict(lambda a: check_prediction(question, None), None, capsys)
     assert not ok and "make your prediction first" in out
 

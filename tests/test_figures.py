@@ -78,3 +78,19 @@ def test_a_figure_a_plan_quotes_without_a_marker_is_one_its_chapter_prints(tmp_p
     stale.write_text(plan.replace("Run live:", edited, 1), encoding="utf-8")
     monkeypatch.setattr(lesson_quotes, "plan", lambda stem: stale)
     assert [line.split(": ")[1] for line in lesson_quotes.unsourced("07_gpt")] == ["9.871", "37%", "7.5e-03", cut]
+
+
+def test_run_times_from_another_machine_or_other_kernels_are_marked_and_named(monkeypatch):
+    cpu = {
+        f"0{n}_chapter": {"machine": "2 CPU cores, x86_64, PyTorch on the CPU", "kernels": kernels, "whole": 10.0 * n}
+        for n, kernels in ((1, "AVX512"), (2, "AVX512"), (3, "AVX2"))
+    }
+    skip = {"date": "2026-11-27", "machine": "2 CPU cores", "seconds": {}}
+    gpu = {"environment": {"gpu": "NVIDIA H200", "date": "2026-11-26", "torch": "2.11.0+cu130"}, "notebooks": []}
+    files = {figures.RUN_TIMES: cpu, figures.SKIP_TRAINING: skip, figures.GPU_REPORT: gpu}
+    monkeypatch.setattr(figures, "_read", lambda relative: files[relative])
+    table = figures.run_times_table()
+    assert "| 10\u00a0s | 20\u00a0s | 30\u00a0s† |" in table  # the odd one out is marked ...
+    assert "2 CPU cores, x86_64, AVX512 kernels; † 2 CPU cores, x86_64, AVX2 kernels" in table  # ... and named
+    cpu["03_chapter"]["kernels"] = "AVX512"
+    assert "†" not in figures.run_times_table()  # one machine: nothing marked

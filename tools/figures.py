@@ -83,12 +83,23 @@ def run_times_table() -> str:
         # a no-break space: a narrow column keeps "18 s" on one line
         return "" if seconds is None else f"{seconds:.0f}\u00a0s" + (", failed" if failed else "")
 
+    # the machine and PyTorch's CPU kernels of each notebook's run: the most common pair is the row's, any other is
+    # marked in its cell and named below the table
+    runs = {s: (cpu[s]["machine"], cpu[s].get("kernels") or "unknown") for s in stems}
+    usual = max(set(runs.values()), key=list(runs.values()).count)
+    others = sorted({run for run in runs.values() if run != usual})
+    marks = {run: "†‡§¶"[i] if i < 4 else f"({i + 1})" for i, run in enumerate(others)}
+
+    def cpu_cell(stem: str) -> str:
+        return cell(cpu[stem]["whole"]) + marks.get(runs[stem], "")
+
+    def named(run: tuple[str, str]) -> str:
+        return f"{run[0].removesuffix(', PyTorch on the CPU')}, {run[1]} kernels"
+
     rows = [
         "| notebook | " + " | ".join(stem[:2] for stem in stems) + " |",
         "| --- |" + " --- |" * len(stems),
-        f"| CPU, {cpu[stems[0]]['machine'].split(',')[0].replace(' CPU', '')} | "
-        + " | ".join(cell(cpu[s]["whole"]) for s in stems)
-        + " |",
+        f"| CPU, {usual[0].split(',')[0].replace(' CPU', '')} | " + " | ".join(cpu_cell(s) for s in stems) + " |",
         "| CPU, `SKIP_TRAINING` | " + " | ".join(cell(skip["seconds"].get(s)) for s in stems) + " |",
         f"| GPU ({gpu['environment']['gpu'].removeprefix('NVIDIA ')}), {gpu.get('notebook_jobs', 1)} at a time | "
         + " | ".join(cell(on_gpu[s]["seconds"], bool(on_gpu[s]["errors"])) if s in on_gpu else "" for s in stems)
@@ -96,7 +107,9 @@ def run_times_table() -> str:
     ]
     env = gpu["environment"]
     return "\n".join(rows) + (
-        f"\n\nCPU: `make outputs` ({RUN_TIMES}); `SKIP_TRAINING`: {skip['date']}, {skip['machine']} ({SKIP_TRAINING}); "
+        f"\n\nCPU: `make outputs`, {named(usual)}"
+        + "".join(f"; {marks[run]} {named(run)}" for run in others)
+        + f" ({RUN_TIMES}); `SKIP_TRAINING`: {skip['date']}, {skip['machine']} ({SKIP_TRAINING}); "
         f"GPU: `make gpu-check`, {env['date']}, PyTorch {env['torch'].split('+')[0]} ({GPU_REPORT}).\n"
     )
 

@@ -110,12 +110,36 @@ def _failure_kinds(text: str) -> str:
     return ", ".join(f"{n} {words.get(kind, kind)}" for kind, n in kinds.items())
 
 
+def _unseen_formats(text: str) -> str:
+    """Chapter 06's held-out dates in formats the model never saw: right or wrong, in the cell's order."""
+    return ", ".join(v for (v,) in _all(r"^ *'(?:2026\.01\.11|16th January 2026)' -> \S+ +(right|wrong)", text))
+
+
+def _run(name: str, column: int) -> Callable[[str], str]:
+    """A column of chapter 04's evaluation table (0 first loss, 1 final loss, 2 digits right, 3 sequences sorted)
+    in the row of the run ``name``."""
+    return one(rf"^{re.escape(name)} +([\d.]+) +([\d.]+) +(\d+%) +(\d+%)$", f"{{{column}}}")
+
+
+RUNS_04 = {"post": "post-norm, no warm-up", "warm": "post-norm, warm-up", "pre": "pre-norm, no warm-up"}
+
+
 QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
     "01_attention": {
         "time-ratios": one(r"^each doubling of T multiplies the time by\s+([\d., ]+?)\s*$"),
     },
     "02_multi_head_attention": {
         "look-back-weight": one(r"^head 1:\s+([\d.]+)"),
+    },
+    "04_encoder": {
+        **{
+            f"{key}-{figure}": _run(run, column)
+            for key, run in RUNS_04.items()
+            for figure, column in (("first", 0), ("final", 1), ("digits", 2), ("sorted", 3))
+        },
+        "focused-head": one(r"^most focused head: (layer \d+, head \d+), entropy"),
+        "focused-entropy": one(r"^most focused head: .*, entropy ([\d.]+),"),
+        "focused-keys": one(r"^most focused head: .*like an even split over ([\d.]+) of"),
     },
     "05_decoder": {
         "unmasked-changes": _changes,
@@ -124,6 +148,8 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
     },
     "06_transformer": {
         "last-loss": one(r"^last loss ([\d.]+);"),
+        "train-seconds": one(r"^trained \d+ steps in ([\d.]+) s on"),
+        "unseen-formats": _unseen_formats,
         "failures": one(r"^(\d+) failures, "),
         "accuracy": one(r"^held-out exact-match accuracy: ([\d.]+%)"),
         "one-field": one(r"^\d+ failures, (\d+) of them with exactly one field wrong"),

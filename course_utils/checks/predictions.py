@@ -24,12 +24,14 @@ __all__ = ["QUESTIONS", "Question", "check_prediction", "judge"]
 @dataclass(frozen=True)
 class Question:
     """A multiple-choice prediction: ``choices`` maps each letter to its statement, ``why`` maps each letter to
-    what choosing it shows (for a wrong letter: the misconception behind it; for ``answer``: why it holds)."""
+    what choosing it shows (for a wrong letter: the misconception behind it; for ``answer``: why it holds);
+    ``measured_by`` names the cell whose measurement settles it."""
 
     chapter: str
     choices: dict[str, str]
     answer: str
     why: dict[str, str]
+    measured_by: str = "the next cell"
 
     def __post_init__(self) -> None:
         if self.answer not in self.choices or set(self.why) != set(self.choices):
@@ -163,6 +165,7 @@ QUESTIONS: dict[str, Question] = {
             "is not one-hot; a confident model is punished for the tokens it rules out.",
             "c": "A cross-entropy -sum q ln p can never be negative: every p <= 1 makes every -ln p >= 0.",
         },
+        measured_by="the cell after the training",
     ),
     # 07 · the GPT
     "temperature-to-zero": Question(
@@ -331,8 +334,8 @@ def check_prediction(question: str, answer: str | None) -> Verdict:
             q,
             answer,
             "make your prediction first: set my_prediction to one of {letters}, then run the cell.",
-            after_wrong=" Run the next cell and see which choice the measurement supports.",
-            after_right=" The next cell measures it.",
+            after_wrong=f" Run {q.measured_by} and see which choice the measurement supports.",
+            after_right=f" {q.measured_by[0].upper()}{q.measured_by[1:]} measures it.",
         )
 
     result = verdict(run, name=f"check_prediction[{question}]")

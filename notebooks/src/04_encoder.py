@@ -530,7 +530,7 @@ attention_grid(
         for n, (layer, head) in zip(names, shown, strict=True)
     ],
     ncols=3,
-    suptitle="Pre-norm sorter on one sequence: most focused heads (top), most diffuse (bottom)",
+    suptitle="Pre-norm sorter on one sequence: its three most focused heads and three most diffuse",
 )
 
 # %% [markdown]

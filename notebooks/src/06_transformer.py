@@ -25,7 +25,7 @@
 # - to look inside: cross-attention shows which characters the model reads for each one it writes;
 # - to save and load weights, and to check the whole model against PyTorch's own layers.
 #
-# **Prerequisites:** chapters 01–05. **Time:** about 60 minutes (training: under half a minute on a laptop CPU).
+# **Prerequisites:** chapters 01–05. **Time:** about 60 minutes (training: about half a minute on a laptop CPU).
 
 # %% [markdown]
 # ## Setup
@@ -42,6 +42,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import asdict
+from datetime import date
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -276,6 +277,20 @@ fig
 # everything is computed in float32. With `SKIP_TRAINING` (setup cell) the cell loads the weights this very recipe
 # produced in a run of its own (`tools/build_checkpoints.py`), and the rest of the notebook runs unchanged; the figures
 # of that run differ a little from those saved here, as another processor's would (section 6 says why).
+#
+# **Predict before you run it**: the progress bar will show the last loss, which all but answers this. The run
+# trains with label smoothing $\varepsilon = 0.1$. What is the lowest training loss a model can reach, even one that
+# always ranks the right token first?
+#
+# - (a) 0, reached by putting probability 1 on the right token;
+# - (b) a floor above 0, and probability 1 on the right token scores far above that floor;
+# - (c) below 0: the smoothed targets reward spreading probability.
+
+# %% tags=["exercise"]
+### BEGIN SOLUTION
+my_prediction = "b"
+### END SOLUTION
+check_prediction("smoothing-floor", my_prediction)  # your answer: "a", "b" or "c"
 
 # %% tags=["nbval-ignore-output"]
 set_seed(0)
@@ -302,21 +317,7 @@ model = model.eval()  # from here on the model is used, not trained: evaluation 
 # probability $1/V$, and against a uniform prediction the smoothed cross-entropy is $\ln V$ too, whatever the
 # target ($-\sum_c q_c \ln \frac{1}{V} = \ln V$, since the $q_c$ sum to 1).
 #
-# **The lowest possible loss.** Predict first: this run trains with label smoothing $\varepsilon = 0.1$. What is the
-# lowest training loss a model can reach, even one that always ranks the right token first?
-#
-# - (a) 0, reached by putting probability 1 on the right token;
-# - (b) a floor above 0, and probability 1 on the right token scores far above that floor;
-# - (c) below 0: the smoothed targets reward spreading probability.
-
-# %% tags=["exercise"]
-### BEGIN SOLUTION
-my_prediction = "b"
-### END SOLUTION
-check_prediction("smoothing-floor", my_prediction)  # your answer: "a", "b" or "c"
-
-# %% [markdown]
-# The cell scores two made-up models on one position: one sure of the right token (its logit 20 above all the
+# **The lowest possible loss**, your prediction before the training cell: the cell scores two made-up models on one position: one sure of the right token (its logit 20 above all the
 # others), and one that predicts the smoothed target $q$ itself. Then it compares the training run with the floor
 # and draws the curve, a running mean over 20 steps (`smooth=20`) on a log scale.
 
@@ -579,9 +580,9 @@ print("in the formats that start with a weekday, attention on the weekday's lett
 #
 # ## 8. Try your own date
 #
-# Change `my_date` and run the cell. The three other lines are marked right or wrong: "Friday, 13 Mar 2026" is
-# written in one of the 18 training formats; "2026.11.22" and "22nd November 2026" are not, and on a format it has
-# never seen the model may be right or wrong, and gives no sign of which.
+# Change `my_date` and run the cell. The three other lines are dates held out of training (asserted), marked right
+# or wrong: "Friday, 2 Jan 2026" is written in one of the 18 training formats; "2026.01.11" and "16th January 2026"
+# are not, and on a format it has never seen the model may be right or wrong, and gives no sign of which.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -599,7 +600,8 @@ def normalise(text):
 
 my_date = "the 1st of January, 2000"
 print(f"{my_date!r:>30} -> {normalise(my_date)}")
-others = {"Friday, 13 Mar 2026": "2026-03-13", "2026.11.22": "2026-11-22", "22nd November 2026": "2026-11-22"}
+others = {"Friday, 2 Jan 2026": "2026-01-02", "2026.01.11": "2026-01-11", "16th January 2026": "2026-01-16"}
+assert all(date.fromisoformat(iso) in task.test_dates for iso in others.values())  # never in training, in any format
 for text, iso in others.items():
     guess = normalise(text)
     print(f"{text!r:>30} -> {guess}   {'right' if guess == iso else 'wrong: it is ' + iso}")
@@ -668,7 +670,7 @@ print("largest logit difference on the first 256 test examples below 1e-4 (float
 #
 # - The Transformer = scaled embeddings + positional encoding + encoder + decoder + output projection.
 # - Trained with label smoothing and a warm-up schedule, a 0.17 M-parameter model learns to normalise dates in
-#   under half a minute on a laptop CPU, and gets 96.8% to 99.6% of test examples (five seeds), all on **unseen** dates,
+#   about half a minute on a laptop CPU, and gets 96.8% to 99.6% of test examples (five seeds), all on **unseen** dates,
 #   exactly right.
 # - Label smoothing puts a floor under the loss, the entropy of the smoothed targets; an untrained model starts
 #   at $\ln V$.
