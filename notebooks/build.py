@@ -199,7 +199,7 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
     stamps = placeholders(name, edition)
     text = jupytext.read(src, fmt="py:percent")
     nb = nbformat.v4.new_notebook()
-    measurement_next = False  # the code cell after a prediction measures its answer
+    measurement_next = False  # the code cell after a prediction measures its answer (after any tagged "runs-first")
     for cell in text.cells:
         source = cell.source
         for key, value in stamps.items():
@@ -219,6 +219,8 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
                 source = student_version(source)
                 prompt = PREDICT_PROMPT if ANSWER_STUB.search(source) else EXERCISE_PROMPT
                 source = f"{prompt}\n{source}"
+            elif "runs-first" in meta.get("tags", []):
+                pass  # between a prediction and its measurement (chapter 06 trains there): nothing to fold
             elif (measurement_next or "measurement" in meta.get("tags", [])) and edition == "student":
                 # the cell after a prediction, or one tagged "measurement" later on (it asserts what the prediction
                 # asked): its asserts would give the answer away, so it is folded
@@ -233,7 +235,9 @@ def build(src: Path, edition: str = "complete") -> nbformat.NotebookNode:
                     )
                 meta = {**meta, "jupyter": folded}
             nb.cells.append(nbformat.v4.new_code_cell(source, metadata=meta))
-            measurement_next = exercise and "check_prediction(" in source
+            measurement_next = (exercise and "check_prediction(" in source) or (
+                measurement_next and "runs-first" in meta.get("tags", [])
+            )
     for index, cell in enumerate(nb.cells):
         cell.id = hashlib.sha1(f"{name}-{index}".encode()).hexdigest()[:8]  # stable ids: quiet diffs
     notebook_meta = {k: v for k, v in text.metadata.items() if k in NOTEBOOK_METADATA}

@@ -292,7 +292,7 @@ my_prediction = "b"
 ### END SOLUTION
 check_prediction("smoothing-floor", my_prediction)  # your answer: "a", "b" or "c"
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "runs-first"]
 set_seed(0)
 batches = random_batches(src_ids, tgt_ids, batch_size=train_config.batch_size, seed=0)
 
@@ -317,7 +317,7 @@ model = model.eval()  # from here on the model is used, not trained: evaluation 
 # probability $1/V$, and against a uniform prediction the smoothed cross-entropy is $\ln V$ too, whatever the
 # target ($-\sum_c q_c \ln \frac{1}{V} = \ln V$, since the $q_c$ sum to 1).
 #
-# **The lowest possible loss**, your prediction before the training cell: the cell scores two made-up models on one position: one sure of the right token (its logit 20 above all the
+# **The lowest possible loss**, which you predicted before training. The next cell scores two made-up models on one position: one sure of the right token (its logit 20 above all the
 # others), and one that predicts the smoothed target $q$ itself. Then it compares the training run with the floor
 # and draws the curve, a running mean over 20 steps (`smooth=20`) on a log scale.
 
@@ -474,8 +474,8 @@ print(f"{len(failures)} failures, {one_field} of them with exactly one field wro
 # a processor rounds the last bits of every sum in its own way, and 500 training steps carry those differences into
 # other weights. What stays is the figure that matters: nearly every test example, all of them dates the model never
 # saw, normalised exactly. Five seeds of this recipe, each run on two kinds of CPU kernels, got 96.8% to 99.6%
-# (`python tools/seed_spread.py dates 0 1 2 3 4` reruns them on your processor's kernels, in about a minute and a
-# quarter on 2 cores, and with `ATEN_CPU_CAPABILITY=default` on PyTorch's plain ones); the run
+# (`python tools/seed_spread.py dates 0 1 2 3 4` reruns them on your processor's kernels, in a few minutes on 2
+# cores, and with `ATEN_CPU_CAPABILITY=default` on PyTorch's plain ones); the run
 # saved here got the accuracy printed above, and the cell asserts at least 96% wherever it runs.
 #
 # ## 7. Inside the model: cross-attention
