@@ -724,8 +724,9 @@ for seed in (0, 1, 2):  # the three models in turn, seed by seed: a busy moment 
         val_loss[name].append(estimate_loss(model, {"val": val_ids}, config.batch_size, iters=20)["val"])
         sizes[name] = count_parameters(model)
 for name in builders:
-    print(f"{name:14} {sizes[name]:,} parameters, {1000 * statistics.median(seconds[name]) / 200:.1f} ms a step "
-          "(median of the seeds)")  # fmt: skip
+    clock, processor = 1000 * statistics.median(seconds[name]) / 200, 1000 * min(cpu_seconds[name]) / 200
+    print(f"{name:14} {sizes[name]:,} parameters, {clock:.1f} ms a step (median of the seeds); "
+          f"processor time, cheapest seed: {processor:.1f} ms")  # fmt: skip
 for name, losses in val_loss.items():
     print(f"{name:14} validation loss by seed: {', '.join(f'{v:.3f}' for v in losses)}; "
           f"mean {statistics.mean(losses):.3f}, spread {max(losses) - min(losses):.3f}")  # fmt: skip
@@ -740,15 +741,16 @@ if device.type == "cpu":  # the Llama-style step costs more processor time (each
 # In this run the Llama-style model ended below the GPT at every seed: its worst seed beat the GPT's best (asserted),
 # and the gap between the means is several times either spread (printed). Where does it come from? Not from the
 # parameter count, which is nearly the same (printed above). The third row answers most of it: with GPT's learned
-# position table instead of rotary angles, the same Llama-style model lands near the GPT, every seed above the
-# rotary model's (asserted; less than a quarter of the gap is left, asserted). A learned table starts random and
-# must learn what every position means, while rotary embeddings give attention the distance between two characters
-# from the first step. On the CPU the Llama-style step is also the slower one: printed on the clock, and asserted on
-# the processor time each run used, which a machine busy with other programs disturbs far less than the clock. Where
-# its time goes is not measured here (candidates: SwiGLU's third matrix, the rotation, three separate projections where the
-# GPT packs them into one product, RMSNorm's several operations). This is a comparison at 200 steps of a tiny model on
-# characters; it says nothing about which recipe wins at scale, where the choices were made for cost (the cache, no
-# biases) as much as for loss.
+# position table instead of rotary angles, the same Llama-style model lands near the GPT, every seed above the rotary
+# model's (asserted), and its mean is closer to the GPT's than a quarter of the GPT's gap to the rotary model
+# (asserted). A learned table starts random and must learn what every position means, while rotary embeddings give
+# attention the distance between two characters from the first step. On the CPU the Llama-style step is also the slower
+# one, on the clock and in processor time (both printed; processor time adds up every thread PyTorch runs, so on several
+# cores it exceeds the clock). The assert compares processor time, which a machine busy with other programs disturbs far
+# less than the clock. Where its time goes is not measured here (candidates: SwiGLU's third matrix, the rotation, three
+# separate projections where the GPT packs them into one product, RMSNorm's several operations). This is a comparison at
+# 200 steps of a tiny model on characters; it says nothing about which recipe wins at scale, where the choices were made
+# for cost (the cache, no biases) as much as for loss.
 #
 # ## Pitfalls
 #
