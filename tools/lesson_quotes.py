@@ -121,6 +121,13 @@ def _run(name: str, column: int) -> Callable[[str], str]:
     return one(rf"^{re.escape(name)} +([\d.]+) +([\d.]+) +(\d+%) +(\d+%)$", f"{{{column}}}")
 
 
+def _sorter_seconds(text: str) -> str:
+    """Chapter 04's three sorters: the shortest and the longest run, from their progress bars' steps and rate."""
+    runs = _all(r"^(?:post|pre)-norm, [\w -]+: 100%.*?\| *(\d+)/\d+ \[[^,]*, ([\d.]+)it/s", text)
+    seconds = [int(steps) / float(rate) for steps, rate in runs]
+    return f"{min(seconds):.1f}–{max(seconds):.1f} s"
+
+
 RUNS_04 = {"post": "post-norm, no warm-up", "warm": "post-norm, warm-up", "pre": "pre-norm, no warm-up"}
 
 
@@ -137,6 +144,7 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
             for key, run in RUNS_04.items()
             for figure, column in (("first", 0), ("final", 1), ("digits", 2), ("sorted", 3))
         },
+        "sorter-seconds": _sorter_seconds,
         "focused-head": one(r"^most focused head: (layer \d+, head \d+), entropy"),
         "focused-entropy": one(r"^most focused head: .*, entropy ([\d.]+),"),
         "focused-keys": one(r"^most focused head: .*like an even split over ([\d.]+) of"),

@@ -38,6 +38,7 @@ def table(entry: dict, skip_training: bool = False) -> str:
             f"| **the whole notebook, the kernel's start included** (the README's figure) | **{_seconds(entry['whole'])}** |",
             "",
             f"Measured by `make outputs` on {entry['machine']}"
+            + (f" ({entry['kernels']} kernels)" if entry.get("kernels") else "")
             + (
                 ", training included\n(with `SKIP_TRAINING` the training cells load shipped weights instead)."
                 if skip_training
