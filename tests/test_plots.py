@@ -423,14 +423,23 @@ def test_a_figure_s_text_alternative_reads_its_titles_and_labels_once():
     grid = plots.attention_grid(w, list("abcd"), list("abcd"), titles=["head 1", "head 2"], ncols=2, suptitle="Two")
     alt = plots.figure_alt(grid)
     assert alt.startswith("Two. head 1; head 2. ")  # the figure's title, then each panel's
-    assert alt.count("key (attended to)") == 1 and "Down: ← query (attending)" in alt  # shared labels said once
+    assert alt.count("key (attended to)") == 1 and "Down: query (attending)" in alt  # said once, without the arrows
     assert "Colour: attention weight" in alt  # the colour bar's meaning
     assert plots.figure_metadata(grid)["alt"] == alt  # stored with the figure, for the website and the decks
+    runs, ax = plt.subplots()
+    for name in ("post-norm", "pre-norm"):
+        ax.plot(range(3), label=name)
+    ax.legend()
+    ax.set(title="Loss\n$\\sqrt{d_k}$ scaled", xlabel="step")
+    assert plots.figure_alt(runs) == "Loss, √d_k scaled. Across: step. Key: post-norm; pre-norm"  # the legend too
     long, ax = plt.subplots()
+    ax.set_title("; ".join(f"part {i} of a long title" for i in range(40)))
+    cut = plots.figure_alt(long)
+    assert len(cut) <= plots.ALT_LENGTH and cut.endswith("of a long title…")  # cut after a whole part
     ax.set_title("a very long title " * 40)
-    assert len(plots.figure_alt(long)) == plots.ALT_LENGTH and plots.figure_alt(long).endswith("…")
+    assert len(plots.figure_alt(long)) == plots.ALT_LENGTH and plots.figure_alt(long).endswith("…")  # or anywhere
     bare, ax = plt.subplots()
     ax.plot(range(3))
     assert plots.figure_alt(bare) == ""  # nothing written: nothing to read out
-    for figure in (grid, long, bare):
+    for figure in (grid, runs, long, bare):
         plt.close(figure)

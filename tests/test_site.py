@@ -97,6 +97,7 @@ def test_a_notebook_becomes_a_page(tmp_path):
     outputs = page.cells[2].outputs
     assert len(outputs) == 1 and "course-chart" in outputs[0].data["text/html"]  # the twin gone, the chart drawn here
     assert "vegaEmbed" in outputs[0].data["text/html"] and "cdn" not in outputs[0].data["text/html"]
+    assert '"description": "An interactive chart: its values show' in outputs[0].data["text/html"]  # for a reader
     assert "hide-input" in page.cells[3].metadata["tags"]
     assert versions == {spec["$schema"]}
 
@@ -157,7 +158,7 @@ def test_a_figure_gets_its_stored_text_alternative_or_its_section_and_a_file_nam
     nbformat.write(nb, path)
     page, _ = site.stage_notebook(path, build.altair_spec, tmp_path)
     assert page.cells[1].metadata["mystnb"]["image"]["alt"] == "Scores. Across: key"  # as the figure stored it
-    assert "“3. Scaling”" in page.cells[2].metadata["mystnb"]["image"]["alt"]  # stored without one: its section
+    assert page.cells[2].metadata["mystnb"]["image"]["alt"].startswith("Figure 2 of the section “3. Scaling”")
     assert "mystnb" not in page.cells[3].metadata  # no image
     assert site.FILE_ALT.search('<img alt="../_images/38347ab2.png" src="../_images/38347ab2.png" />')
     assert not site.FILE_ALT.search('<img alt="Scores. Across: key" src="../_images/38347ab2.png" />')

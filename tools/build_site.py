@@ -44,6 +44,8 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other tools, also when loaded by path
 from lesson_quotes import unquoted
 
+from course_utils.teaching.plots import speakable
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE_DOCS = ROOT / "docs" / "site"
 STAGE = ROOT / "build" / "site-src"
@@ -171,11 +173,11 @@ def stage_notebook(path: Path, altair_spec, images: Path) -> tuple[nbformat.Note
     # The badge line becomes links to both editions; links to the student edition go to Colab.
     first.source = re.sub(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)$", chapter_links(path.name), first.source,
                           count=1, flags=re.MULTILINE)  # fmt: skip
-    section = nb.metadata.get("title") or path.stem
+    section, drawn = nb.metadata.get("title") or path.stem, 0  # the section, and the figures drawn in it so far
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             heading = re.search(r"^#{1,3} (.+)$", cell.source, flags=re.MULTILINE)
-            section = heading.group(1).strip() if heading else section
+            section, drawn = (heading.group(1).strip(), 0) if heading else (section, drawn)
             # An HTML anchor (<a id="bug-7"></a>) becomes a MyST target, so that links to it are checked too.
             cell.source = re.sub(r'^<a id="([\w-]+)"></a>$', r"(\1)=", cell.source, flags=re.MULTILINE)
             # Images attached to the cell: MyST-NB reads files, so each becomes one beside the chapter.
@@ -201,28 +203,51 @@ def stage_notebook(path: Path, altair_spec, images: Path) -> tuple[nbformat.Note
             if spec is not None:
                 charts += 1
                 versions.add(spec.get("$schema", ""))
+                spec.setdefault("description", chart_description(spec))  # what a screen reader says of it
                 output = nbformat.v4.new_output("display_data", data={"text/html": chart_html(spec, charts)})
             outputs.append(output)
         cell.outputs = outputs
-        alt = figure_alt(outputs, section)
+        alt = figure_alt(outputs, section, drawn)
+        drawn += sum("image/png" in out.get("data", {}) for out in outputs)
         if alt:  # MyST-NB's alt text for the cell's images, read by screen readers in place of the file's name
             cell.metadata.setdefault("mystnb", {})["image"] = {"alt": alt}
     return nb, versions
 
 
-def figure_alt(outputs: list, section: str) -> str:
+def figure_alt(outputs: list, section: str, drawn: int = 0) -> str:
     """The text alternative of a code cell's images: what the notebook stored for each figure (``alt``, written by
-    ``course_utils.teaching.plots.figure_alt`` when the cell ran), or, for a figure stored without one, the section
-    it belongs to; empty for a cell without images."""
+    ``course_utils.teaching.plots.figure_alt`` when the cell ran), or, for a figure stored without one, its number
+    in its section (``drawn`` figures came before it there) and the section's name; empty for a cell without
+    images."""
     found = [out.get("metadata", {}).get("alt") for out in outputs if "image/png" in out.get("data", {})]
     if not found:
         return ""
-    described = [alt for alt in found if alt]
+    described = [speakable(alt) for alt in found if alt]
     if described:
         return " | ".join(dict.fromkeys(described))
-    plain = re.sub(r"\\sqrt\{([^}]*)\}", r"√\1", section)  # the heading's formula as a screen reader can say it
-    plain = re.sub(r"[$\\{}]", "", plain)
-    return f"A figure of the section “{plain}”, which the text around it describes"
+    last = drawn + len(found)
+    numbers = {1: f"{last}", 2: f"{last - 1} and {last}"}.get(len(found), f"{drawn + 1} to {last}")
+    figures = "Figure" if len(found) == 1 else "Figures"
+    return f"{figures} {numbers} of the section “{speakable(section)}”, which the text around it describes"
+
+
+def chart_description(spec: dict) -> str:
+    """What a screen reader says of an interactive chart (Vega-Lite's ``description``): its title and what its axes
+    and colours show, from its first view that names them, and that the values show on hovering."""
+    title = spec.get("title", "")
+    title = " ".join(title) if isinstance(title, list) else title.get("text", "") if isinstance(title, dict) else title
+    views = [spec, *spec.get("layer", []), *spec.get("hconcat", []), *spec.get("vconcat", []), *spec.get("concat", [])]
+    shown = {}
+    for view in views:
+        for channel, word in (("x", "Across"), ("y", "Down"), ("color", "Colour")):
+            encoding = view.get("encoding", {}).get(channel)
+            axis = (encoding.get("title") or encoding.get("field")) if isinstance(encoding, dict) else None
+            if isinstance(axis, str) and axis and word not in shown:
+                shown[word] = axis
+    parts = [speakable(title)] if title else []
+    parts += [f"{word}: {speakable(axis)}" for word, axis in shown.items()]
+    parts.append("An interactive chart: its values show when the pointer rests on them")
+    return ". ".join(part.rstrip(".") for part in parts if part)
 
 
 def api_page(page: str, title: str, modules: list[str]) -> str:

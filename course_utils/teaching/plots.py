@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -245,31 +246,46 @@ def _b64(png: bytes) -> str:
 ALT_LENGTH = 400  # characters: a screen reader's sentence or two
 
 
+def speakable(text: str) -> str:
+    """``text`` as a screen reader should say it: its lines joined as one sentence, arrows and Markdown or LaTeX
+    marks taken out (``$\\sqrt{d_k}$`` becomes ``√d_k``), the spaces collapsed."""
+    text = re.sub(r"\s*\n\s*", ", ", text.strip())
+    text = re.sub(r"\\sqrt\{([^}]*)\}", r"√\1", text)
+    text = re.sub(r"[$`{}\\→←↑↓]", "", text).replace(" · ", ", ")
+    return " ".join(text.split()).strip(" ,")
+
+
 def figure_alt(fig: Figure) -> str:
     """A text alternative for ``fig`` (the website's ``alt``, which a screen reader reads out): the figure's title,
-    each plot's title, its axis labels and what a colour bar's colours mean, each label once, as the figure writes
-    them; empty when the figure writes none of these. Longer ones are cut at ``ALT_LENGTH`` characters."""
-
-    def clean(text: str) -> str:
-        return " ".join(text.split())
-
+    each plot's title, its axis labels, its legends' entries and what a colour bar's colours mean, each once, as the
+    figure writes them (``speakable``); empty when the figure writes none of these. A longer one is cut after the
+    last whole part that fits in ``ALT_LENGTH`` characters."""
     titles: list[str] = []
-    said: dict[str, list[str]] = {"across": [], "down": [], "colour": []}
+    said: dict[str, list[str]] = {"across": [], "down": [], "key": [], "colour": []}
+    legends = list(fig.legends)
     for ax in fig.axes:
         if getattr(ax, "_colorbar", None) is not None:  # a colour bar: its label says what the colours mean
-            found = {"colour": ax.get_ylabel() or ax.get_xlabel()}
+            found = {"colour": [ax.get_ylabel() or ax.get_xlabel()]}
         else:
-            title = clean(ax.get_title() or ax.get_title("left") or ax.get_title("right"))
+            title = speakable(ax.get_title() or ax.get_title("left") or ax.get_title("right"))
             titles += [title] if title else []
-            found = {"across": ax.get_xlabel(), "down": ax.get_ylabel()}
-        for kind, label in found.items():
-            if clean(label) and clean(label) not in said[kind]:
-                said[kind].append(clean(label))
-    parts = [clean(fig.get_suptitle())] if fig.get_suptitle() else []
+            found = {"across": [ax.get_xlabel()], "down": [ax.get_ylabel()]}
+            legend = ax.get_legend()
+            legends += [legend] if legend is not None else []
+        for kind, labels in found.items():
+            said[kind] += [label for label in map(speakable, labels) if label and label not in said[kind]]
+    for legend in legends:
+        entries = map(speakable, (t.get_text() for t in legend.get_texts()))
+        said["key"] += [entry for entry in entries if entry and entry not in said["key"]]
+    parts = [speakable(fig.get_suptitle())] if fig.get_suptitle() else []
     parts += ["; ".join(titles)] if titles else []
-    parts += [f"{kind.capitalize()}: {' / '.join(labels)}" for kind, labels in said.items() if labels]
+    parts += [f"{kind.capitalize()}: {'; '.join(labels)}" for kind, labels in said.items() if labels]
     alt = ". ".join(part.rstrip(".") for part in parts)
-    return alt if len(alt) <= ALT_LENGTH else alt[: ALT_LENGTH - 1].rstrip() + "…"
+    if len(alt) <= ALT_LENGTH:
+        return alt
+    cut = alt[: ALT_LENGTH - 1]
+    whole = max(cut.rfind("; "), cut.rfind(". "))  # the end of the last whole part, if there is one
+    return (cut[:whole] if whole > 0 else cut).rstrip(" ,;.") + "…"
 
 
 def figure_metadata(fig: Figure) -> dict[str, Any]:
