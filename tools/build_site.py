@@ -207,14 +207,14 @@ def stage_notebook(path: Path, altair_spec, images: Path) -> tuple[nbformat.Note
                 output = nbformat.v4.new_output("display_data", data={"text/html": chart_html(spec, charts)})
             outputs.append(output)
         cell.outputs = outputs
-        alt = figure_alt(outputs, section, drawn)
+        alt = cell_alt(outputs, section, drawn)
         drawn += sum("image/png" in out.get("data", {}) for out in outputs)
         if alt:  # MyST-NB's alt text for the cell's images, read by screen readers in place of the file's name
             cell.metadata.setdefault("mystnb", {})["image"] = {"alt": alt}
     return nb, versions
 
 
-def figure_alt(outputs: list, section: str, drawn: int = 0) -> str:
+def cell_alt(outputs: list, section: str, drawn: int = 0) -> str:
     """The text alternative of a code cell's images: what the notebook stored for each figure (``alt``, written by
     ``course_utils.teaching.plots.figure_alt`` when the cell ran), or, for a figure stored without one, its number
     in its section (``drawn`` figures came before it there) and the section's name; empty for a cell without
@@ -222,7 +222,7 @@ def figure_alt(outputs: list, section: str, drawn: int = 0) -> str:
     found = [out.get("metadata", {}).get("alt") for out in outputs if "image/png" in out.get("data", {})]
     if not found:
         return ""
-    described = [speakable(alt) for alt in found if alt]
+    described = [alt for alt in found if alt]  # already speakable: plots.figure_alt wrote it so
     if described:
         return " | ".join(dict.fromkeys(described))
     last = drawn + len(found)

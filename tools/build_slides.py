@@ -47,7 +47,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from course_utils.teaching.plots import slide_scale, speakable
+from course_utils.teaching.plots import slide_scale
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other tools, also when loaded by path
 from lesson_quotes import unquoted
@@ -312,7 +312,7 @@ def output_pieces(cell: Any) -> list[Piece]:
             panels = metadata.get("projector_panels") or []
             copy = metadata.get("projector_png")
             text_px = metadata.get("projector_text_px" if panels or copy else "text_px")
-            alt = html.escape(speakable(metadata.get("alt") or "") or "figure", quote=True)
+            alt = html.escape(metadata.get("alt") or "figure", quote=True)  # figure_alt's, when it ran
             for png in panels or [copy or _text(data["image/png"])]:
                 width, height = _png_size(base64.b64decode(png))
                 dpi_scale = 0.5 if width > 1400 else 1.0  # retina-sized figures
