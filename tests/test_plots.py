@@ -235,13 +235,28 @@ def test_the_static_image_of_a_chart_shows_every_head(weights):
 
     from PIL import Image
 
-    from course_utils.teaching._vega import static_png, to_png
+    from course_utils.teaching._vega import static_png, to_png, without_hint
 
     spec = attention_chart(weights, TOKENS, head_names=["h0", "h1"]).to_dict()
-    one, both = (Image.open(io.BytesIO(png)) for png in (to_png(spec), static_png(spec)))
+    one, both = (Image.open(io.BytesIO(png)) for png in (to_png(without_hint(spec)), static_png(spec)))
     assert both.width >= 2 * one.width - 4 and one.height <= both.height < 1.5 * one.height  # side by side
     single = attention_chart(weights[0], TOKENS).to_dict()
-    assert static_png(single) == to_png(single)
+    assert static_png(single) == to_png(without_hint(single)) != to_png(single)  # the same chart, less its hint
+
+
+def test_a_chart_says_what_it_shows_in_its_title_and_how_to_use_it_in_its_subtitle(weights):
+    from course_utils.teaching._vega import choice_specs, without_hint
+
+    spec = attention_chart(weights, TOKENS, head_names=["h0", "h1"], title="Two heads").to_dict()
+    assert spec["title"]["text"] == "Two heads"
+    assert "Hover" in spec["title"]["subtitle"] and "menu" in spec["title"]["subtitle"]
+    assert "menu" not in attention_chart(weights[0], TOKENS).to_dict()["title"]["subtitle"]  # no menu, no word of one
+    assert "Hover" in positional_encoding_chart(np.zeros((4, 8))).to_dict()["title"]["subtitle"]
+    # The static images (the decks, the site's fallback) have neither pointer nor menu: no subtitle, each choice named.
+    titles = [one["title"] for one in choice_specs(spec)]
+    assert [t["text"] for t in titles] == ["Two heads: h0", "Two heads: h1"]
+    assert not any("subtitle" in t for t in titles)
+    assert "subtitle" not in without_hint(spec)["title"] and "subtitle" in spec["title"]  # the chart itself unchanged
 
 
 # --- colours every reader can tell apart -----------------------------------------------------------------------------

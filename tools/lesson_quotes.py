@@ -153,6 +153,7 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
         "unmasked-changes": _changes,
         "mirror-head-0": one(r"^head 0: mean weight on the mirrored letter ([\d.]+)"),
         "mirror-head-1": one(r"^head 1: mean weight on the mirrored letter ([\d.]+)"),
+        "reverser-last-loss": one(r"^first training loss [\d.]+ \(ln V = [\d.]+\); last ([\d.]+)$"),
     },
     "06_transformer": {
         "last-loss": one(r"^last loss ([\d.]+);"),
@@ -175,6 +176,7 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
         "test-decoding": one(r"^test 2016, [\d,]+ sentences, decoded in ([\d.]+) s", "{0} s"),
     },
     "09_bug_lab": {
+        "causal-validation-loss": one(r"^ +causal: train loss [\d.]+, validation loss ([\d.]+);"),
         "encoder-queries-correct": one(r"^ +correct: last training loss ([\d.]+), exact match [\d.]+%$"),
         "encoder-queries-swapped": one(r"^queries from the encoder: last training loss ([\d.]+)"),
         "no-dim-batch": one(r"^ *log_softmax without dim: .*exact match ([\d.]+%) in one batch"),

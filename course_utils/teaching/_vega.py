@@ -63,9 +63,20 @@ def to_png(spec: dict[str, Any], scale: float = 1.0) -> bytes:
     return png
 
 
+def without_hint(spec: dict[str, Any]) -> dict[str, Any]:
+    """The chart without its title's subtitle, which says what the pointer and the menu do: a static image has
+    neither."""
+    title = spec.get("title")
+    if not isinstance(title, dict) or "subtitle" not in title:
+        return spec
+    static = dict(spec)
+    static["title"] = {key: value for key, value in title.items() if not key.startswith("subtitle")}
+    return static
+
+
 def choice_specs(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The chart once per choice of its dropdown (a head, a layer), titled with it; ``[spec]`` when it has none.
-    A title's "(pick ...)" hint is dropped: no menu on a static image."""
+    """The chart once per choice of its dropdown (a head, a layer), titled with it, without the subtitle that says
+    what the menu does (``without_hint``); ``[spec]`` when it has no dropdown."""
     picks = [p for p in spec.get("params", []) if p.get("bind", {}).get("input") == "select"]
     if not picks:
         return [spec]
@@ -74,14 +85,14 @@ def choice_specs(spec: dict[str, Any]) -> list[dict[str, Any]]:
     pick = picks[0]
     options = pick["bind"]["options"]
     labels = pick["bind"].get("labels") or [str(o) for o in options]
-    title = spec.get("title", "")
-    title = title.get("text", "") if isinstance(title, dict) else title
-    title = re.sub(r"\s*\([^()]*\bpick\b[^()]*\)", "", str(title))
+    title = without_hint(spec).get("title", "")
+    text = title.get("text", "") if isinstance(title, dict) else title
     specs = []
     for option, label in zip(options, labels):
         one = copy.deepcopy(spec)
         next(p for p in one["params"] if p["name"] == pick["name"])["value"] = option
-        one["title"] = f"{title}: {label}" if title else str(label)
+        named = f"{text}: {label}" if text else str(label)
+        one["title"] = {**title, "text": named} if isinstance(title, dict) else named
         specs.append(one)
     return specs
 
@@ -89,10 +100,11 @@ def choice_specs(spec: dict[str, Any]) -> list[dict[str, Any]]:
 def static_png(spec: dict[str, Any], max_width: int = 1000) -> bytes:
     """A static image of an interactive chart that shows everything the chart can show: when a dropdown picks
     what is drawn (a head, a layer), one panel per choice, titled with it, in a grid at most ``max_width`` pixels
-    wide (as many columns as fit); else the chart itself. A title's "(pick ...)" hint is dropped: no menu here."""
+    wide (as many columns as fit); else the chart itself. Neither has the subtitle that says what the pointer and
+    the menu do (``without_hint``)."""
     specs = choice_specs(spec)
     if len(specs) == 1 and specs[0] is spec:
-        return to_png(spec)
+        return to_png(without_hint(spec))
     import io
 
     from PIL import Image

@@ -70,6 +70,9 @@ SMALL_TEXT = 9.5  # points: the numbers written in heatmap cells, and legends wi
 # The interactive charts' text, in pixels (Vega's defaults are 10-11 px labels): legible projected, as above.
 CHART_TEXT = {"labelFontSize": 12, "titleFontSize": 13}
 CHART_TITLE_SIZE = 15
+# What the pointer and the menu do goes in a chart's subtitle, so that its title says what it shows; the static
+# images of a chart (the decks, the site's fallback) leave the subtitle out (course_utils.teaching._vega).
+CHART_HINT_SIZE = 12
 
 
 def _array(x: Matrix, dims: tuple[int, ...], name: str) -> np.ndarray:
@@ -465,10 +468,11 @@ def dependency_heatmap(
 
 def attention_chart(
     weights: Matrix, keys: Sequence[str] | None = None, queries: Sequence[str] | None = None,
-    *, title: str = "", head_names: Sequence[str] | None = None, cell: int = 22,
+    *, title: str = "Attention weights", head_names: Sequence[str] | None = None, cell: int = 22,
 ) -> alt.Chart:  # fmt: skip
     """Interactive Altair heatmap: hover a cell for its query, key and weight; hovering highlights
-    the query's row. With ``(h, T_q, T_k)`` weights, a dropdown picks the head (or layer)."""
+    the query's row. With ``(h, T_q, T_k)`` weights, a dropdown picks the head (or layer). The subtitle says so
+    (Vega draws a subtitle only under a title)."""
     alt = _altair()
 
     w = _array(weights, (2, 3), "weights")
@@ -481,7 +485,7 @@ def attention_chart(
         )
     keys = _labels(keys, T_k, "key")
     queries = keys if queries is None and T_q == T_k else _labels(queries, T_q, "query")
-    names = _labels(head_names, n, "head") if head_names is not None else [f"head {i}" for i in range(n)]
+    names = _labels(head_names, n, "head") if head_names is not None else [f"head {i}" for i in range(n)]  # from 0
     angle = 0 if max(map(len, keys)) <= 2 else -90  # longer labels written across would run into each other
     h, q, k = np.meshgrid(np.arange(n), np.arange(T_q), np.arange(T_k), indexing="ij")
     # Indices and weights only (rounded: smaller notebooks, stable outputs); the labels are looked up from one
@@ -489,7 +493,8 @@ def attention_chart(
     data = _inline_csv({"h": h.ravel(), "q": q.ravel(), "k": k.ravel(), "weight": np.round(w.ravel(), 3)})
     lookup = {"head": (names, "h"), "query": (queries, "q"), "key": (keys, "k")}
     row = alt.selection_point(on="pointerover", fields=["q"], empty=True, clear="pointerout")  # none hovered: all shown
-    chart = alt.Chart(data, title=alt.Title(title, fontSize=CHART_TITLE_SIZE)).transform_calculate(
+    hint = "Hover a cell for its query, key and weight" + ("; the menu below picks the head" if n > 1 else "")
+    chart = alt.Chart(data, title=_chart_title(title, hint)).transform_calculate(
         **{field: f"{json.dumps(labels)}[datum.{index}]" for field, (labels, index) in lookup.items()}
     ).mark_rect(stroke="white", strokeWidth=0.5).encode(
         x=alt.X("k:O", title="key (attended to)", axis=alt.Axis(labelExpr=f"{json.dumps(keys)}[datum.value]", labelAngle=angle, **CHART_TEXT)),
@@ -545,14 +550,23 @@ def positional_waves(pe: Matrix, dims: Sequence[int] = (0, 1, 4, 8, 16), *, titl
     return fig
 
 
-def positional_encoding_chart(pe: Matrix, *, title: str = "Positional encoding (hover for values)") -> alt.Chart:
+def _chart_title(title: str, hint: str) -> Any:
+    """A chart's title, what it shows, with what the pointer and the menu do as its subtitle."""
+    alt = _altair()
+    return alt.Title(
+        title, subtitle=hint, fontSize=CHART_TITLE_SIZE, subtitleFontSize=CHART_HINT_SIZE, subtitleColor="#444"
+    )
+
+
+def positional_encoding_chart(pe: Matrix, *, title: str = "Sinusoidal positional encoding") -> alt.Chart:
     """Interactive Altair heatmap of the encoding; hover for position, dimension and value."""
     alt = _altair()
 
     a = _array(pe, (2,), "pe")
     pos, dim = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")
     data = _inline_csv({"position": pos.ravel(), "dimension": dim.ravel(), "value": np.round(a.ravel(), 3)})
-    return alt.Chart(data, title=alt.Title(title, fontSize=CHART_TITLE_SIZE)).mark_rect().encode(
+    hint = "Hover a cell for its position, dimension and value"
+    return alt.Chart(data, title=_chart_title(title, hint)).mark_rect().encode(
         x=alt.X("dimension:O", axis=alt.Axis(labelAngle=0, values=list(range(0, a.shape[1], 8)), **CHART_TEXT)),
         y=alt.Y("position:O", axis=alt.Axis(values=list(range(0, a.shape[0], 5)), **CHART_TEXT)),
         color=alt.Color("value:Q", scale=alt.Scale(scheme=PE_SCHEME, domain=[-1, 1], reverse=True), legend=alt.Legend(**CHART_TEXT)),

@@ -447,7 +447,7 @@ print("✓ course_utils.scaled_dot_product_attention == F.scaled_dot_product_att
 # before starting Jupyter: each chart then carries its own JavaScript.
 
 # %% tags=["nbval-ignore-output"]
-attention_chart(weights, tokens, title="Hand-built attention (hover a cell)")
+attention_chart(weights, tokens, title="Hand-built attention")
 
 # %% [markdown]
 # ## 8. The cost: $O(T^2)$

@@ -85,7 +85,9 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 #
 # Nobody stores $h$ separate $d_{\text{model}} \times d_k$ matrices: one
 # `nn.Linear(d_model, d_model)` computes all $h$ heads' queries at once, and head $i$ owns the $i$-th block
-# of $d_k$ output features.
+# of $d_k$ output features. From here on, and in every chapter, heads are counted from 0, as the code indexes
+# them: the paper's $\mathrm{head}_1$ is head 0, the block `[0:d_k]`, and head $i$ is the block
+# `[i * d_k : (i + 1) * d_k]`. (Layers, which come in an order, are counted from 1: layer 1 is the first.)
 #
 # One detail of `nn.Linear(d_in, d_out)` before the check: it stores its `weight` as `(d_out, d_in)`, one row
 # per output feature, and computes `x @ weight.T + bias` (the paper's formula has no bias; PyTorch's layers
@@ -595,7 +597,7 @@ attention_grid(one, labels(x1[0]), titles=["head 0", "head 1"], suptitle="Two he
 # image below shows every head).
 
 # %% tags=["nbval-ignore-output"]
-attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Pick a head")
+attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Two heads, two jobs")
 
 # %% [markdown]
 # ## 9. One head for two jobs?

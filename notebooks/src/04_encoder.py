@@ -483,7 +483,7 @@ loss_curve(
 # How focused is each head? The **entropy** of an attention row $a$ over the $T$ keys,
 # $H(a) = -\sum_j a_j \ln a_j$, is $\ln T$ when the row spreads its weight evenly and 0 when it puts it all on
 # one key; $e^{H}$ is the number of keys an even split would spread over. The cell prints each head's entropy,
-# averaged over rows and sequences (layers and heads are counted from 1 here; the module names count from 0).
+# averaged over rows and sequences (layers are counted from 1, as the text does, so layer 1 is `encoder.layers.0`; heads from 0, as the code indexes them).
 
 # %% tags=["nbval-ignore-output"]
 sorter = sorters["pre-norm, no warm-up"]
@@ -493,13 +493,13 @@ n_layers, n_heads = len(sorter.encoder.layers), 4
 weights = torch.stack([attention[f"encoder.layers.{i}.self_attn"] for i in range(n_layers)])  # (12, 1000, 4, T, T)
 entropy = -(weights * weights.clamp_min(1e-12).log()).sum(-1).mean(dim=(1, 3))  # (12, 4): layer, head
 print(f"mean entropy of each head's attention rows (even split over {T_SORT} keys: ln {T_SORT} = {uniform:.2f})")
-print("         " + "".join(f"head {h + 1}  " for h in range(n_heads)))
+print("         " + "".join(f"head {h}  " for h in range(n_heads)))
 for i in range(n_layers):
     print(f"layer {i + 1:2}  " + "".join(f"{e:6.2f}  " for e in entropy[i].tolist()))
 order = entropy.flatten().argsort().tolist()  # most focused head first
 shown = [divmod(k, n_heads) for k in order[:3] + order[-3:]]  # (layer, head): 3 most focused, 3 most diffuse
 (layer, head), lowest = shown[0], entropy.min().item()
-print(f"\nmost focused head: layer {layer + 1}, head {head + 1}, entropy {lowest:.2f}, "
+print(f"\nmost focused head: layer {layer + 1}, head {head}, entropy {lowest:.2f}, "
       f"like an even split over {math.exp(lowest):.1f} of the {T_SORT} keys")  # fmt: skip
 assert lowest > 0.5  # no head is close to one-hot
 
@@ -526,7 +526,7 @@ attention_grid(
     keys=[str(d) for d in test_x[0].tolist()],
     queries=[f"{i}→{d}" for i, d in enumerate(prediction[0].tolist())],
     titles=[
-        f"{n}: layer {layer + 1}, head {head + 1}\nH = {entropy[layer, head]:.2f}"
+        f"{n}: layer {layer + 1}, head {head}\nH = {entropy[layer, head]:.2f}"
         for n, (layer, head) in zip(names, shown, strict=True)
     ],
     ncols=3,

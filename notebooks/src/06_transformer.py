@@ -511,7 +511,7 @@ attention_grid(
 # interactive version, with both layers (pick a layer and head):
 
 # %% tags=["nbval-ignore-output"]
-chart_title = "Cross-attention; rows: the character written (pick a layer and head)"
+chart_title = "Cross-attention; rows: the character written"
 attention_chart(weights, keys, written, head_names=titles, title=chart_title)
 
 # %% [markdown]

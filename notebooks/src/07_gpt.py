@@ -23,8 +23,8 @@
 # - what the attention heads of a trained language model look at;
 # - the key/value cache that makes generation cheaper: how it works, what it saves, what it costs in memory.
 #
-# **Prerequisites:** chapters 01–06. **Time:** about 60 minutes. On a CPU this notebook trains a small model
-# for under a minute; on a GPU (Colab: *Runtime → Change runtime type → GPU*) the same cells train the
+# **Prerequisites:** chapters 01–06. **Time:** about 60 minutes. On two CPU cores this notebook trains a small model
+# for about a minute (the training cell prints how long it took); on a GPU (Colab: *Runtime → Change runtime type → GPU*) the same cells train the
 # 10.65 M-parameter model of nanoGPT's Shakespeare example (section 3 counts it).
 
 # %% [markdown]
@@ -204,7 +204,7 @@ for method in (GPTBlock.forward, GPTBlock.self_attention_block, GPTBlock.feed_fo
 #   context, dropout 0.2, batches of 64), trained for 2,500 steps, half the five thousand of nanoGPT's
 #   configuration;
 # - `SHAKESPEARE_GPT_CPU`, for a CPU: a small variant (3 layers, 4 heads, 128 dimensions, 64 characters of
-#   context, batches of 12, no dropout), trained for under a minute.
+#   context, batches of 12, no dropout), trained for about a minute.
 #
 # What the settings mean, where this chapter meets them for the first time:
 #
@@ -365,7 +365,7 @@ for name, r in (("this run", recipe), ("the GPU recipe", SHAKESPEARE_GPT_GPU)):
 # has no dropout; the GPU recipe, which reads its training text many times over (printed above), uses dropout
 # 0.2 (chapter 04) against such overfitting.
 #
-# The CPU model, small and trained for under a minute, gets to a validation loss of about 1.92 to 1.94 (four seeds of
+# The CPU model, small and trained for about a minute, gets to a validation loss of about 1.92 to 1.94 (four seeds of
 # its recipe, `tools/seed_spread.py shakespeare`; the cell with the losses asserts below 2.0). On a GPU
 # this notebook trains `SHAKESPEARE_GPT_GPU` instead (that cell then asserts only that it gets below 2.2); what it
 # reached on one GPU, beside nanoGPT's own training of the same model there, is in `benchmarks/gpu/report.md`.
@@ -596,7 +596,7 @@ attention_grid(first, labels, titles=[f"layer 1, head {h}" for h in range(n_head
 # %% tags=["nbval-ignore-output"]
 last = attention[f"blocks.{n_layers - 1}.self_attn"][0]  # (h, T, T)
 names = [f"head {h}" for h in range(n_heads)]  # the title names the layer
-attention_chart(last, labels, head_names=names, title=f"Self-attention of layer {n_layers} (pick a head)", cell=18)
+attention_chart(last, labels, head_names=names, title=f"Self-attention of layer {n_layers}", cell=18)
 
 # %% [markdown]
 # The last layer looks different. At least one of its heads puts most of each row's weight on one and the same

@@ -320,7 +320,7 @@ if not SKIP_TRAINING:
 #
 # From a uniform guess to the shape of a caption in 250 steps. In the run saved here, midway the model writes the captions' commonest
 # words and repeats them ("a man in a man in a ..."); by the end most sentences have a subject and a verb
-# ("A woman in a white shirt is sitting ..."), though they still repeat and invent. 250 steps do not teach the
+# ("A man in a white shirt is sitting on a street."), though they still repeat and invent. 250 steps do not teach the
 # content: compare with the references.
 #
 # Why does the training loss (grey) lie above the validation loss at both evaluations? Not because the validation
@@ -789,8 +789,8 @@ assert all(g.difference > 0 for g in by_length.values()) and len(clear) < len(by
 # from. Cross-attention is a soft alignment of its own. For two test sentences the cell runs the decoder on its
 # own beam translation (teacher forcing), records every cross-attention head, and draws each layer's weights,
 # averaged over its heads: columns are the German subwords read; each row is the decoder position that *writes*
-# the English subword it is labelled with (its query reads the subwords before it); one colour scale. Layers and
-# heads are counted from 1.
+# the English subword it is labelled with (its query reads the subwords before it); one colour scale. As in every
+# chapter, layers are counted from 1 and heads from 0.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -824,11 +824,9 @@ for i in examples:
 # %% tags=["nbval-ignore-output"]
 weights, read, written = cross_attention(examples[1])
 focus = weights[-1].max(dim=-1).values.mean(dim=-1)  # (h,): each head's mean largest weight per row
-print(
-    "last layer, mean largest weight per row:", ", ".join(f"head {h + 1} {f:.2f}" for h, f in enumerate(focus.tolist()))
-)
-attention_chart(weights[-1], read, written, head_names=[f"layer {len(weights)}, head {h + 1}" for h in range(len(weights[-1]))],
-                title="Cross-attention of the last layer (pick a head)")  # fmt: skip
+print("last layer, mean largest weight per row:", ", ".join(f"head {h} {f:.2f}" for h, f in enumerate(focus.tolist())))
+attention_chart(weights[-1], read, written, head_names=[f"layer {len(weights)}, head {h}" for h in range(len(weights[-1]))],
+                title="Cross-attention of the last layer")  # fmt: skip
 
 # %% [markdown]
 # The same alignment as text: for each row of the last layer (heads averaged), the German subword it reads most.

@@ -571,8 +571,8 @@ assert lora_costs[1] < full_costs[1] / 5 and lora_costs[2] > full_costs[2] / 2  
 
 # %% [markdown]
 # LoRA divides what the optimizer stores by the ratio printed. It does not make a step of this small model twice as
-# fast (asserted); how much faster it makes it, if at all, depends on the processor and the number of threads (the
-# ratio of the step times is printed). The forward and
+# fast (asserted); whether it makes a step faster at all depends on the processor and the number of threads (the
+# ratio of the step times is printed: above 1, a LoRA step took longer than a full one). The forward and
 # backward passes still run through every frozen layer, the gradients still flow back through them to reach earlier
 # adapters, and each adapter adds two small products. What LoRA saves is memory and storage (an adapter per task
 # instead of a model per task); the compute saved is the frozen weights' gradients, which on a large model on a GPU
@@ -743,8 +743,8 @@ for name, s in before.items():
 # Each run below starts from the pretrained weights and trains on fresh instruction pairs (300 steps of 16), at one
 # peak learning rate per method (`METHODS`: LoRA's adapters, starting at zero, take a larger one, as is usual; both
 # picked after a few trial runs, not searched). Three seeds each: the seed draws the order of the pairs and LoRA's $A$.
-# Six runs: the cell takes about a minute on two CPU cores (docs/lessons/12_fine_tuning.md times each section),
-# longer on a slower machine or with one thread.
+# Six runs: the cell takes one to three minutes on two CPU cores, depending on the processor (each run's time is
+# printed, and docs/lessons/12_fine_tuning.md times each section), longer with one thread.
 #
 # Before you run it, predict what tuning on instructions does to the model's loss on Tiny Shakespeare, which it was
 # pretrained on:
