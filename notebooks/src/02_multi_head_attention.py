@@ -69,12 +69,14 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 # %% [markdown]
 # ## 1. Several heads, one formula
 #
-# $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \ldots, \mathrm{head}_h)\, W^O,
+# $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_0, \ldots, \mathrm{head}_{h-1})\, W^O,
 # \qquad \mathrm{head}_i = \mathrm{Attention}(Q W_i^Q,\; K W_i^K,\; V W_i^V)$$
 #
 # with $W_i^Q, W_i^K \in \mathbb{R}^{d_{\text{model}} \times d_k}$, $W_i^V \in \mathbb{R}^{d_{\text{model}} \times d_v}$,
 # $W^O \in \mathbb{R}^{h d_v \times d_{\text{model}}}$ and, as in the paper, $d_k = d_v = d_{\text{model}} / h$.
-# The paper uses $d_{\text{model}} = 512$ and $h = 8$ heads of $d_k = 64$.
+# The paper uses $d_{\text{model}} = 512$ and $h = 8$ heads of $d_k = 64$. It counts its heads from 1 to $h$; this
+# course counts them from 0, as the code indexes them, so the paper's $\mathrm{head}_1$ is $\mathrm{head}_0$ here.
+# Every chapter counts heads from 0, and layers, which come in an order, from 1: layer 1 is the first.
 #
 # Each head projects the tokens into its **own** small space, so each can ask a different question
 # ("who is my subject?", "what came just before me?"). Because every head is $h$ times narrower, all of
@@ -84,14 +86,12 @@ print(f"PyTorch {torch.__version__}, running on {device}")
 # ## 2. $h$ small projections are one big one
 #
 # Nobody stores $h$ separate $d_{\text{model}} \times d_k$ matrices: one
-# `nn.Linear(d_model, d_model)` computes all $h$ heads' queries at once, and head $i$ owns the $i$-th block
-# of $d_k$ output features. From here on, and in every chapter, heads are counted from 0, as the code indexes
-# them: the paper's $\mathrm{head}_1$ is head 0, the block `[0:d_k]`, and head $i$ is the block
-# `[i * d_k : (i + 1) * d_k]`. (Layers, which come in an order, are counted from 1: layer 1 is the first.)
+# `nn.Linear(d_model, d_model)` computes all $h$ heads' queries at once, and head $i$ owns the $d_k$ output
+# features `[i * d_k : (i + 1) * d_k]`: head 0 the first $d_k$, head 1 the next, and so on.
 #
 # One detail of `nn.Linear(d_in, d_out)` before the check: it stores its `weight` as `(d_out, d_in)`, one row
 # per output feature, and computes `x @ weight.T + bias` (the paper's formula has no bias; PyTorch's layers
-# add one by default). So the paper's $W_i^Q \in \mathbb{R}^{d_{\text{model}} \times d_k}$ is the transpose
+# add one by default). So $W_i^Q \in \mathbb{R}^{d_{\text{model}} \times d_k}$ is the transpose
 # of the $d_k$ **rows** of `w_q.weight` that belong to head $i$: a `(d_k, d_model)` block. Check it on head 2
 # of a random projection:
 

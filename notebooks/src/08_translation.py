@@ -654,7 +654,7 @@ assert lower_bleu > greedy_bleu and unk_bleu < lower_bleu
 # stands a few points above the tutorial's 36.52, and the vocabulary explains little of the gap. The
 # two recipes differ in more than that (here: label smoothing, a warm-up and a cosine schedule, about 15 passes over
 # the data against 10, one embedding shared by both languages and the output layer); the course has not trained
-# the other recipe, so which of these matter is not measured. Beyond a point or two, the honest statement is only
+# the other recipe, so which of these matter is not measured: a gap of a few points between two recipes says only
 # that both are in the same range.
 #
 # Where does beam search help? Below, the three sentences where its translation gains most over greedy's in

@@ -521,8 +521,8 @@ assert abs(head_runs["probabilities"][0] - floor) < 0.05 and head_runs["probabil
 #   saying which axis it took). In this run the model trains, worse, and its prediction for one string depends on the others in the batch: decoded alone, every position's
 #   log-probabilities are $0$ and the argmax picks token 0 (`<pad>`), so nothing comes out right.
 # - **Log-probabilities into `F.cross_entropy`** change nothing: $\operatorname{log\,softmax}$ subtracts the
-#   log-sum-exp, and that of log-probabilities is $\log 1 = 0$. The training loss equals the correct run's to the
-#   printed digits (asserted to 0.001).
+#   log-sum-exp, and that of log-probabilities is $\log 1 = 0$. The training loss ends within 0.001 of the correct
+#   run's (asserted): the two runs compute the same loss with other roundings, so their last digits may differ.
 # - **Probabilities into `F.cross_entropy`**: the loss sees $\operatorname{softmax}(p)$ with every $p \in [0, 1]$,
 #   so it can never go below $\ln(1 + (V-1)/e)$ (printed below). Here the argmax survives and greedy decoding still
 #   works (over 90% exact, asserted), but the loss ends at that floor (within 0.05, asserted) and tells you nothing.
@@ -886,7 +886,8 @@ assert len(set(runs["eval mode"])) == 1 and max(runs["training mode"]) < runs["e
 assert len(set(runs["training mode"])) > 1
 
 # %% [markdown]
-# In training mode the same loop gives a different answer each run, and a worse one (both asserted). **The probe**:
+# In training mode the same loop gives answers that change from one pass to the next, in this run all worse than in
+# eval mode (both asserted). **The probe**:
 # every probe that runs a model (all but `output_probe`, which reads outputs already computed) first runs it twice on
 # the same input; if the outputs differ, it reports dropout instead of measuring noise. **Fix**: `model.eval()` before evaluating or generating (`greedy_decode`, `beam_search` and
 # `GPT.generate` do it themselves), and `model.train()` before training again.

@@ -10,7 +10,7 @@
 # pretrained with. This chapter builds the three pieces that takes: GPT-2's own tokenizer and LoRA adapters, each
 # proven equal to the library people use (`tiktoken` and Hugging Face's tokenizer; Hugging Face's `peft`), and
 # supervised instruction tuning with the loss masked on the prompt. Then it measures what adapting buys and what it
-# costs, on a small model pretrained for the course, offline, in a couple of minutes on a CPU.
+# costs, on a small model pretrained for the course, offline, in a few minutes on a CPU.
 #
 # **You will learn**
 # - byte-level BPE as GPT-2 does it: 256 bytes drawn as printable characters, the pre-tokenising regular expression,
@@ -872,7 +872,7 @@ for p, (before_ids, _, _), (after_ids, _, _) in list(zip(checked, answers["pretr
 # - **300 steps teach the format.** The pretrained model gets nothing right and never writes `<|end|>`; it goes on
 #   writing captions or Shakespeare. Every tuned run cut the loss on the responses to less than half, and the tuned
 #   model answers short and stops.
-# - **They teach the tasks hardly at all.** Task by task, exact match stayed at or near what always giving each task's
+# - **They teach the tasks hardly at all.** Task by task, exact match stayed at or below what always giving each task's
 #   most frequent answer would score (the per-task table, the first seed of each method): the tuned model learned the
 #   *kind* of answer each task wants (a number for a count, a word or two for the word tasks, though not always words
 #   of the prompt), not yet to count, sort or reverse, nor even to give the likeliest answer every time. Whether more
