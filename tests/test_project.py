@@ -201,6 +201,21 @@ def test_every_interactive_chart_has_a_static_twin_for_viewers_without_javascrip
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_figure_stores_the_text_a_screen_reader_says_for_it(path):
+    """The website and the decks describe a figure with the text stored beside it (``plots.figure_alt``): its titles,
+    axes, legend and colour bar. A figure drawn before that text existed falls back to its place in a section, which
+    says nothing of what it shows, so a stored figure without one means the chapter needs `make outputs` again."""
+    builder = load_builder()
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if "image/png" not in output.get("data", {}) or output.get("metadata", {}).get(builder.TWIN):
+                continue  # a chart's twin is described by the chart's own description
+            alt = output.get("metadata", {}).get("alt", "")
+            assert len(alt.split()) >= 3, f"a figure stored without its text: `make outputs`\n{cell.source}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_each_notebook_opens_in_colab_from_its_own_badge(path):
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
     nb = json.loads(path.read_text())
