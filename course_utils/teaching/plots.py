@@ -493,7 +493,8 @@ def attention_chart(
     data = _inline_csv({"h": h.ravel(), "q": q.ravel(), "k": k.ravel(), "weight": np.round(w.ravel(), 3)})
     lookup = {"head": (names, "h"), "query": (queries, "q"), "key": (keys, "k")}
     row = alt.selection_point(on="pointerover", fields=["q"], empty=True, clear="pointerout")  # none hovered: all shown
-    hint = "Hover a cell for its query, key and weight" + ("; the menu below picks the head" if n > 1 else "")
+    # Short lines: a subtitle wider than the chart would widen it.
+    hint = ["Hover a cell: its query, key, weight", *(["The menu below picks the head"] if n > 1 else [])]
     chart = alt.Chart(data, title=_chart_title(title, hint)).transform_calculate(
         **{field: f"{json.dumps(labels)}[datum.{index}]" for field, (labels, index) in lookup.items()}
     ).mark_rect(stroke="white", strokeWidth=0.5).encode(
@@ -550,8 +551,8 @@ def positional_waves(pe: Matrix, dims: Sequence[int] = (0, 1, 4, 8, 16), *, titl
     return fig
 
 
-def _chart_title(title: str, hint: str) -> Any:
-    """A chart's title, what it shows, with what the pointer and the menu do as its subtitle."""
+def _chart_title(title: str, hint: list[str]) -> Any:
+    """A chart's title, what it shows, with what the pointer and the menu do as its subtitle, one line each."""
     alt = _altair()
     return alt.Title(
         title, subtitle=hint, fontSize=CHART_TITLE_SIZE, subtitleFontSize=CHART_HINT_SIZE, subtitleColor="#444"
@@ -565,7 +566,7 @@ def positional_encoding_chart(pe: Matrix, *, title: str = "Sinusoidal positional
     a = _array(pe, (2,), "pe")
     pos, dim = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")
     data = _inline_csv({"position": pos.ravel(), "dimension": dim.ravel(), "value": np.round(a.ravel(), 3)})
-    hint = "Hover a cell for its position, dimension and value"
+    hint = ["Hover a cell: its position, dimension, value"]
     return alt.Chart(data, title=_chart_title(title, hint)).mark_rect().encode(
         x=alt.X("dimension:O", axis=alt.Axis(labelAngle=0, values=list(range(0, a.shape[1], 8)), **CHART_TEXT)),
         y=alt.Y("position:O", axis=alt.Axis(values=list(range(0, a.shape[0], 5)), **CHART_TEXT)),
