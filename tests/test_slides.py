@@ -403,3 +403,33 @@ def test_the_checkers_verdicts_show_without_an_emoji_font(decks):
     pages = [deck.read_text() for deck in sorted(decks.glob("[0-9][0-9]_*.html"))]
     assert not any("\u2705" in page for page in pages)  # ✅: an empty box where no emoji font is installed
     assert '<span class="pass">\u2713</span>' in (decks / "09_bug_lab.html").read_text()  # its probes' verdicts
+
+
+@SLOW
+def test_a_slide_holds_at_most_a_listening_share_of_prose(decks):
+    """Past ``WORDS`` words of prose a class reads the slide instead of listening: a slide takes a paragraph only while
+    it stays within them. One block alone (a list, a table, a paragraph) is never cut, so only a slide that holds
+    a single block of prose (with a heading or a "continued" line) may go over."""
+    build = _tool("build_slides")
+    for path in decks.glob("[0-9][0-9]_*.html"):
+        text = NOTES.sub("", path.read_text())
+        for slide in re.findall(r"<section(?:(?!<section).)*?</section>", text, re.DOTALL):
+            blocks = re.findall(r"<(?:p|ul|ol|table)\b.*?</(?:p|ul|ol|table)>", slide, re.DOTALL)
+            prose: list[str] = []
+            for block in blocks:  # a sentence that introduces a list is one block with it, as the builder cuts them
+                if prose and re.match(r"<[uo]l\b", block) and prose[-1].endswith(":</p>"):
+                    prose[-1] += block
+                elif not block.startswith('<p class="continued"'):
+                    prose.append(block)
+            words = sum(build._words(b) for b in prose)
+            assert words <= build.WORDS or len(prose) == 1, (
+                f"{path.name}: a slide of {words} words in {len(prose)} blocks: {html.unescape(prose[0])[:120]}"
+            )
+
+
+def test_the_word_count_of_a_slide_reads_prose_not_code_or_figures():
+    build = _tool("build_slides")
+    slide = build.Slide([build.Piece("<p>one <code>two</code> three</p>", 50), build.Piece("<pre>a b c d</pre>", 50),
+                         build.Piece('<img class="figure" alt="a long text alternative">', 300),
+                         build.Piece('<p>a formula <math><mi>x</mi><mo>+</mo><mi>y</mi></math> counts once</p>', 40)])  # fmt: skip
+    assert slide.words == 3 + 5

@@ -11,7 +11,8 @@ made by the cell beside them), and a second source would drift from the chapter 
 - each prediction shows its question and the stub (``my_prediction = None``); the answer and the checker's
   explanation are in the speaker notes, and the class sees the result on the next slides, which measure it;
 - the chapter's title and every ``##`` section start a new slide (left to right); a section too long for one
-  1280×800 screen continues on sub-slides (downwards), cut between cells or between paragraphs, never inside one;
+  1280×800 screen, or with more than ``WORDS`` words of prose, continues on sub-slides (downwards), cut between
+  cells or between paragraphs, never inside one;
 - a code cell longer than its box, or a long printed output, scrolls inside its own box (``.scroll``); nothing
   else on a slide is meant to scroll, and ``tests/browser/check_slides.py`` fails a slide taller than the screen;
 - the discussion questions of ``docs/lessons/NN_*.md`` follow the chapter's last section, before its pitfalls,
@@ -63,6 +64,7 @@ LESSONS = ROOT / "docs" / "lessons"
 OUT = ROOT / "build" / "slides"
 WIDTH, HEIGHT = 1280, 800
 BUDGET = 680  # of the 800 px, what a sub-slide fills by the estimate below (the rest: margins, the slide number)
+WORDS = 200  # of prose on one slide, at most, where a paragraph ends before it: more is read, not listened to
 TWIN = "static_twin"  # notebooks/build.py marks the PNG twin of each interactive chart so
 BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\s*$", re.MULTILINE)
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION\n?", re.DOTALL)
@@ -119,6 +121,11 @@ class Slide:
         return sum(p.height for p in self.pieces)
 
     @property
+    def words(self) -> int:
+        """Its words of prose (paragraphs, lists, tables), not of code, output or figures."""
+        return sum(_words(p.html) for p in self.pieces)
+
+    @property
     def bare(self) -> bool:
         """Whether it holds nothing but headings (a section's, a subsection's, a "continued" line)."""
         return all(re.match(r'<(h\d|p class="continued")', p.html) for p in self.pieces)
@@ -140,6 +147,14 @@ class Slide:
             return []
         self.pieces[-1] = Piece(split[0], _prose_height(_plain(split[0])))
         return [Piece(split[1], _prose_height(_plain(split[1])))]
+
+
+def _words(html_: str) -> int:
+    """The words a reader reads in a piece of prose's HTML; 0 for code, an output or a figure."""
+    if re.match(r"\s*<(pre|div|img|figure)\b", html_):
+        return 0
+    text = re.sub(r"<math\b.*?</math>", " x ", html_, flags=re.DOTALL)  # a formula counts as one word
+    return len(re.sub(r"<[^>]+>", " ", text).split())
 
 
 SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z(])")
@@ -608,7 +623,7 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
     def place(piece: Piece) -> None:
         slide = sections[-1][-1]
         # a slide that holds only headings takes what comes next however tall, never left with nothing else
-        if not slide.bare and slide.height + piece.height > BUDGET:
+        if not slide.bare and (slide.height + piece.height > BUDGET or slide.words + _words(piece.html) > WORDS):
             lead_in = [] if re.match(r"<(p|h\d)\b", piece.html) else slide.take_lead_in()  # what it introduces
             sections[-1].append(Slide([continued(" (continued)"), *lead_in]))
         sections[-1][-1].pieces.append(piece)
