@@ -186,11 +186,15 @@ def main() -> int:
                 with page.expect_popup(timeout=10000) as popup_info:
                     page.keyboard.press("s")
                 speaker = popup_info.value
-                speaker.wait_for_timeout(1500)
-                notes_text = speaker.evaluate(
-                    "() => Array.from(document.querySelectorAll('iframe, .speaker-controls-notes, body'))"
-                    ".map(e => (e.contentDocument ? e.contentDocument.body.innerText : e.innerText)).join(' ')"
-                )
+                notes_text = ""
+                for _ in range(20):  # the speaker window fills its notes once it has loaded: later on a busy machine
+                    speaker.wait_for_timeout(500)
+                    notes_text = speaker.evaluate(
+                        "() => Array.from(document.querySelectorAll('iframe, .speaker-controls-notes, body'))"
+                        ".map(e => (e.contentDocument ? e.contentDocument.body.innerText : e.innerText)).join(' ')"
+                    )
+                    if "prediction's answer" in notes_text:
+                        break
                 speaker.screenshot(path=args.out / f"{name}.speaker-view.png")
                 if "prediction's answer" not in notes_text:
                     failures.append(f"{name}: the speaker view does not show the prediction's answer")
