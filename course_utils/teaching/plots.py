@@ -296,8 +296,8 @@ def figure_metadata(fig: Figure) -> dict[str, Any]:
     (``figure_alt``); ``text_px``, its smallest text in the image's pixels; and where that text would be under 18 px
     on a slide, a copy drawn for the slide. For an ``attention_grid`` too large for that, each panel alone
     (``projector_panels``); for any other figure, the figure drawn smaller with its text as it is (titles at the
-    body text's size), so that the slide enlarges both (``projector_png``). The copies' smallest text is ``projector_text_px``. Registered for every figure a
-    notebook displays."""
+    body text's size), so that the slide enlarges both (``projector_png``). The copies' smallest text is
+    ``projector_text_px``. Registered for every figure a notebook displays."""
     png, text_px = _drawn(fig)
     if not text_px:
         return {}
