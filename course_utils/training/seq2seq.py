@@ -52,7 +52,7 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int) -> Tensor:
         raise ValueError("pad_batch needs at least one row of token ids")
     out = torch.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=torch.long, device="cpu")
     for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long, device="cpu")
+        out[i, : len(row)] = torch.as_tensor(row, dtype=torch.long, device="cpu")  # a list or a tensor row
     return out
 
 
