@@ -12,7 +12,8 @@ made by the cell beside them), and a second source would drift from the chapter 
   explanation are in the speaker notes, and the class sees the result on the next slides, which measure it;
 - the chapter's title and every ``##`` section start a new slide (left to right); a section too long for one
   1280×800 screen, or with more than ``WORDS`` words of prose, continues on sub-slides (downwards), cut between
-  cells or between paragraphs, never inside one;
+  cells or between paragraphs, never inside one but a long list (between its items) or table (between its rows,
+  the header repeated);
 - a code cell longer than its box, or a long printed output, scrolls inside its own box (``.scroll``); nothing
   else on a slide is meant to scroll, and ``tests/browser/check_slides.py`` fails a slide taller than the screen;
 - the discussion questions of ``docs/lessons/NN_*.md`` follow the chapter's last section, before its pitfalls,
@@ -37,7 +38,9 @@ import shutil
 import struct
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +278,59 @@ def _blocks(source: str) -> list[str]:
         else:
             merged.append(block)
     return merged
+
+
+ITEM = re.compile(r"^(?:[-*+]|\d+\.)\s", re.MULTILINE)  # a list's item, at the list's own level (column 0)
+
+
+def split_long(block: str, words: Callable[[str], int]) -> list[str]:
+    """A list or a table of more than ``WORDS`` words (as ``words`` counts them) as a few shorter ones of about
+    equal length, for successive sub-slides: cut between items (an ordered list keeps its numbers, a sentence that
+    introduces the list stays with its first part) or between rows (each part repeats the header). Anything else,
+    or a list or table within ``WORDS``, comes back whole."""
+    total = words(block)
+    if total <= WORDS:
+        return [block]
+    if block.lstrip().startswith("|"):
+        lines = block.strip().splitlines()
+        head, units = "\n".join(lines[:2]) + "\n", [line + "\n" for line in lines[2:]]
+    else:
+        starts = [m.start() for m in ITEM.finditer(block)]
+        if len(starts) < 2:
+            return [block]
+        head = ""
+        units = [block[a:b] for a, b in zip(starts, [*starts[1:], len(block)], strict=True)]
+        units[0] = block[: starts[0]] + units[0]  # the sentence that introduces the list, with its first item
+    sizes = [words(head + unit) - (words(head) if head else 0) for unit in units]
+    # the fewest parts that each fit within WORDS (one unit a part, at worst), and of those cuts the most even
+    cuts = list(range(len(units) + 1))
+    for parts in range(min(-(-total // WORDS), len(units)), len(units) + 1):
+        cuts = _even_cuts(sizes, parts)
+        if max(sum(sizes[a:b]) for a, b in pairwise(cuts)) <= WORDS:
+            break
+    return [(head + "".join(units[a:b])).rstrip() for a, b in pairwise(cuts)]
+
+
+def _even_cuts(sizes: list[int], parts: int) -> list[int]:
+    """Where to cut a sequence of ``sizes`` into ``parts`` runs so that the largest run is as small as it can be:
+    the runs' bounds, from 0 to ``len(sizes)``."""
+    n = len(sizes)
+    prefix = [0, *accumulate(sizes)]
+    # best[j][i]: the smallest largest run when the first i sizes make j runs; then where its last run starts
+    best = [[float("inf")] * (n + 1) for _ in range(parts + 1)]
+    start = [[0] * (n + 1) for _ in range(parts + 1)]
+    best[0][0] = 0
+    for j in range(1, parts + 1):
+        for i in range(j, n + 1):
+            for k in range(j - 1, i):
+                largest = max(best[j - 1][k], prefix[i] - prefix[k])
+                if largest < best[j][i]:
+                    best[j][i], start[j][i] = largest, k
+    cuts, i = [n], n
+    for j in range(parts, 0, -1):
+        i = start[j][i]
+        cuts.append(i)
+    return cuts[::-1]
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
@@ -713,7 +769,8 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                 # notes keep the rest. Never a poll's question or choices, a cell that leads into an exercise, or
                 # the closing sections.
                 instructions = exercise_next and not poll  # the whole cell leads into the exercise below it
-                whole = instructions or section_title.strip() in CLOSING_SECTIONS or (asked is not None and i >= asked)
+                polled = asked is not None and i >= asked  # the poll's question or one of its choices
+                whole = instructions or section_title.strip() in CLOSING_SECTIONS or polled
                 shown, rest = block, ""
                 for n, cut in enumerate(cuts_here):
                     if _find(block, cut["after"]) is None:
@@ -723,7 +780,9 @@ def build_deck(stem: str, md: MarkdownIt) -> tuple[str, int]:
                                          f"after {cut['after']!r}")  # fmt: skip
                     used[n] += 1
                     shown, rest = slide_paragraph(block, cut)
-                place(Piece(md.render(shown), _prose_height(shown)))
+                # a long list or table goes on over sub-slides, never a poll's choices or an exercise's instructions
+                for part in [shown] if instructions or polled else split_long(shown, lambda b: _words(md.render(b))):
+                    place(Piece(md.render(part), _prose_height(part)))
                 if rest:
                     said = "goes on" if block.rstrip().endswith(rest) else "says, where the slide skips"
                     sections[-1][-1].notes.append(f"<p><i>The chapter {said}:</i> {md.renderInline(rest)}</p>")
