@@ -143,6 +143,35 @@ def test_the_lesson_plans_run_times_are_the_measured_ones():
         assert all(b == c for (_, b), (c, _) in itertools.pairwise(minutes)), f"{lesson.name}: gaps"
 
 
+def test_a_time_said_in_words_is_the_measured_one():
+    """The plans and the guide say how long a notebook or a section runs only between markers that
+    tools/lesson_times.py fills from run_times.json: a re-measured run cannot leave "under a minute" behind."""
+    times_tool = _tool("lesson_times")
+    times = {"07_gpt": {"whole": 94.1, "sections": [["Setup", 3.7], ["5. Training", 69.7], ["15. More", 2.0]]},
+             "12_fine_tuning": {"whole": 224.2, "sections": [["4. Instruction tuning", 167.6]]}}  # fmt: skip
+    said = [times_tool.in_words(s) for s in (4, 28.4, 39.2, 62, 94.1, 107.1, 122.2, 167.6, 224.2)]
+    assert said == ["seconds", "about half a minute", "under a minute", "about a minute", "about a minute and a half",
+                    "under two minutes", "about two minutes", "about three minutes", "about four minutes"]  # fmt: skip
+    text = "training <!-- time:07_gpt#5 -->under a minute<!-- /time -->; <!-- time:longest -->x<!-- /time --> at most"
+    assert times_tool.phrased(text, times) == (
+        "training <!-- time:07_gpt#5 -->about a minute<!-- /time -->; <!-- time:longest -->about four minutes"
+        "<!-- /time --> at most"
+    )
+    assert (
+        _tool("lesson_quotes").unquoted(times_tool.phrased(text, times))
+        == "training about a minute; about four minutes at most"
+    )
+    for wrong in ("07_gpt#6", "07_gpt#1", "08_translation"):  # no such section ("15." is not "1."), or notebook
+        with pytest.raises(SystemExit, match="no"):
+            times_tool.phrased(f"<!-- time:{wrong} --><!-- /time -->", times)
+    for page in [ROOT / "docs" / "instructor_guide.md", *(ROOT / "docs" / "lessons").glob("[0-9][0-9]_*.md")]:
+        bare = re.sub(r"<!-- time:.*?<!-- /time -->", "", page.read_text(), flags=re.DOTALL)
+        machine_time = (
+            r"(under|about|over) (a|two|three|four) minutes?\b[^.|]{0,40}(CPU|cores|machine time|table below)"
+        )
+        assert not re.search(machine_time, bare), f"{page.name}: a run time in words outside a time marker"
+
+
 @SLOW
 def test_the_complete_edition_a_deck_names_is_the_notebook_and_every_box_is_fitted_to_its_slide(decks):
     for deck in sorted(decks.glob("[0-9][0-9]_*.html")):

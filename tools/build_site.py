@@ -320,7 +320,7 @@ def stage() -> None:
     readme = re.sub(r"\*\*Read it as a website:\*\*.*?\n\n", "", readme, count=1, flags=re.DOTALL)  # it is read here
     readme = re.sub(r"\A# .*", "# The project's README", readme, count=1)  # the landing page has the course's title
     (teaching / "project.md").write_text(NOSEARCH + readme)
-    guide = (ROOT / "docs" / "instructor_guide.md").read_text()
+    guide = unquoted((ROOT / "docs" / "instructor_guide.md").read_text())
     (teaching / "instructor_guide.md").write_text(NOSEARCH + guide.replace("](../README.md)", "](project.md)"))
     (teaching / "index.md").write_text(
         NOSEARCH

@@ -1,11 +1,14 @@
 """Put the measured run times into the lesson plans (docs/lessons/NN_*.md, each section's) and the README (each
-notebook's, through tools/figures.py).
+notebook's, through tools/figures.py), and say them in words in the plans and the instructor guide.
 
-    python tools/lesson_times.py            # rewrite the tables between the run-times markers
-    python tools/lesson_times.py --check    # exit 1 if a table differs from docs/lessons/run_times.json
+    python tools/lesson_times.py            # rewrite the tables and the phrases between their markers
+    python tools/lesson_times.py --check    # exit 1 if one differs from docs/lessons/run_times.json
 
 The times come from ``notebooks/build.py --execute`` (``make outputs``), which records how long each ``##``
-section's cells ran and on which machine, in docs/lessons/run_times.json. A plan's table is never written by hand.
+section's cells ran and on which machine, in docs/lessons/run_times.json. A plan's table is never written by hand,
+nor is a time said in words: ``<!-- time:07_gpt -->...<!-- /time -->`` holds how long notebook 07 runs, as
+``in_words`` says it ("about a minute and a half"), ``<!-- time:07_gpt#5 -->`` how long its section 5's cells run,
+and ``<!-- time:longest -->`` the longest notebook's time.
 """
 
 from __future__ import annotations
@@ -20,10 +23,45 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "docs" / "lessons"
 START, END = "<!-- run-times:start -->", "<!-- run-times:end -->"
+PHRASE = re.compile(r"<!-- time:([\w#]+) -->(.*?)<!-- /time -->", re.DOTALL)
+GUIDE = ROOT / "docs" / "instructor_guide.md"
 
 
 def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
+def in_words(seconds: float) -> str:
+    """A run time as a sentence says it, close enough to hold on another laptop of the same kind."""
+    if seconds < 15:
+        return "seconds"
+    for below, words in ((35, "about half a minute"), (50, "under a minute"), (75, "about a minute"),
+                         (105, "about a minute and a half"), (120, "under two minutes")):  # fmt: skip
+        if seconds < below:
+            return words
+    count = round(seconds / 60)
+    return f"about {['two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'][count - 2]} minutes"
+
+
+def phrase_seconds(key: str, times: dict) -> float:
+    """The seconds a marker's key names: a notebook's whole run, one of its sections' (``NN_name#k``: the section
+    whose title starts with ``k.``), or the longest notebook's (``longest``)."""
+    if key == "longest":
+        return max(entry["whole"] for entry in times.values())
+    stem, _, number = key.partition("#")
+    if stem not in times:
+        raise SystemExit(f"<!-- time:{key} -->: no notebook {stem} in run_times.json")
+    if not number:
+        return times[stem]["whole"]
+    found = [seconds for title, seconds in times[stem]["sections"] if title.startswith(f"{number}. ")]
+    if len(found) != 1:
+        raise SystemExit(f"<!-- time:{key} -->: {stem} has no section {number}")
+    return found[0]
+
+
+def phrased(text: str, times: dict) -> str:
+    """``text`` with every time marker's phrase said anew from ``times``."""
+    return PHRASE.sub(lambda m: f"<!-- time:{m[1]} -->{in_words(phrase_seconds(m[1], times))}<!-- /time -->", text)
 
 
 def table(entry: dict, skip_training: bool = False) -> str:
@@ -68,13 +106,20 @@ def main(argv: list[str] | None = None) -> int:
         text = path.read_text()
         source = ROOT / "notebooks" / "src" / f"{path.stem}.py"
         skip = source.exists() and "SKIP_TRAINING" in source.read_text()
-        new = updated(text, times[path.stem], skip)
+        new = phrased(updated(text, times[path.stem], skip), times)
         if new != text:
             if args.check:
-                stale.append(f"{path.name}: its run-times table differs from run_times.json")
+                stale.append(f"{path.name}: its run-times table, or a time said in words, differs from run_times.json")
             else:
                 path.write_text(new)
                 print(f"{path.name}: run times written")
+    text = GUIDE.read_text()
+    if (new := phrased(text, times)) != text:
+        if args.check:
+            stale.append(f"{GUIDE.name}: a time said in words differs from run_times.json")
+        else:
+            GUIDE.write_text(new)
+            print(f"{GUIDE.name}: run times written")
     # The README's table of run times is rendered from the same file, with the others it shows (tools/figures.py).
     figures = subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py"), *(["--check"] if args.check else [])])
     if figures.returncode:
