@@ -687,7 +687,9 @@ print("largest logit difference on the first 256 test examples below 1e-4 (float
 # `(out, in)`: `(V, d_model)` too. Tying them makes the logit of token $c$ the dot product of the decoder's output with
 # token $c$'s own embedding, and saves $V \times d_{\text{model}}$ parameters. Write `my_tie_weights(model)`, which
 # ties them **in place**: afterwards the two must be one and the same `Parameter`, which receives the gradients of
-# both uses. The paper ties the source embedding too, since its two languages share one vocabulary; here the source
+# both uses.
+#
+# The paper ties the source embedding too, since its two languages share one vocabulary; here the source
 # and target vocabularies differ, so the source embedding keeps its own matrix (`share_embeddings=True`, printed in
 # section 2's config as `False`, ties all three where the vocabularies are one, as in chapter 08). The checker ties
 # the weights of two small models of its own and prints the parameter count before and after. (Tied, the projection

@@ -904,15 +904,17 @@ for sentence, translation in zip(my_sentences, translate(model, tokenizer, my_se
 #
 # **Exercise 1: encoding by rank.** The simplest way to encode a word is to replay every merge, in the order
 # learned: with 3,894 merges that is 3,894 passes over each word, most of them finding nothing. Tokenizers in
-# practice (GPT-2's, Hugging Face's, and `BPETokenizer.segment`) do it the other way round: give each merge its *rank* (its position in the list), then, again and
-# again, look at the adjacent pairs the word has *now*, merge every occurrence of the one with the lowest rank, and
-# stop when no adjacent pair is a merge. Write `my_bpe_segment(piece, merges)` that way: a piece (e.g.
-# `"▁banana"`) and the merges, a list of pairs in the order they were learned, in; the piece's symbols out, a list
-# of strings. Then think: why must the result be the same as replaying the list (a merge can only create pairs
-# that contain its new symbol: when were those learned)? Example: with the merges `("a", "n")`, `("b", "an")`,
-# `("an", "a")`, the piece `"banana"` becomes `b an an a`, then `ban an a`, then `ban ana`. The checker compares
-# with `BPETokenizer.segment`, and recognises the highest rank taken first, a merge applied to its first occurrence
-# only, merges made by replacing strings, and the longest-match rule of WordPiece (BERT's tokenizer).
+# practice (GPT-2's, Hugging Face's, and `BPETokenizer.segment`) do it the other way round: give each merge its
+# *rank* (its position in the list), then, again and again, look at the adjacent pairs the word has *now*, merge
+# every occurrence of the one with the lowest rank, and stop when no adjacent pair is a merge. Write
+# `my_bpe_segment(piece, merges)` that way: a piece (e.g. `"▁banana"`) and the merges, a list of pairs in the order
+# they were learned, in; the piece's symbols out, a list of strings. Example: with the merges `("a", "n")`,
+# `("b", "an")`, `("an", "a")`, the piece `"banana"` becomes `b an an a`, then `ban an a`, then `ban ana`.
+#
+# Then think: why must the result be the same as replaying the list (a merge can only create pairs that contain its
+# new symbol: when were those learned)? The checker compares with `BPETokenizer.segment`, and recognises the highest
+# rank taken first, a merge applied to its first occurrence only, merges made by replacing strings, and the
+# longest-match rule of WordPiece (BERT's tokenizer).
 
 
 # %% tags=["exercise"]
