@@ -130,6 +130,11 @@ def _sorter_seconds(text: str) -> str:
     return f"{min(seconds):.1f}–{max(seconds):.1f} s"
 
 
+def _lowest_step(text: str) -> str:
+    """Chapter 06's step-by-step decoding: the lowest probability the model gives the token it writes."""
+    return min(_all(r"^ +reads <bos>.*-> writes \S+ +\(probability ([\d.]+)\)$", text), key=lambda p: float(p[0]))[0]
+
+
 RUNS_04 = {"post": "post-norm, no warm-up", "warm": "post-norm, warm-up", "pre": "pre-norm, no warm-up"}
 
 
@@ -159,6 +164,7 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
     },
     "06_transformer": {
         "last-loss": one(r"^last loss ([\d.]+);"),
+        "lowest-step": _lowest_step,
         "train-seconds": one(r"^trained \d+ steps in ([\d.]+) s on"),
         "unseen-formats": _unseen_formats,
         "failures": one(r"^(\d+) failures, "),
@@ -176,8 +182,10 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
             "{0} s recomputing against {1} s",
         ),
         "test-decoding": one(r"^test 2016, [\d,]+ sentences, decoded in ([\d.]+) s", "{0} s"),
+        "live-seconds": one(r"^(\d+) steps in (\d+) s on \w+$", "{0} steps in {1} s"),
     },
     "09_bug_lab": {
+        "bench-loss": one(r"^correct reverser: last training loss ([\d.]+), exact match [\d.]+% on held-out"),
         "causal-validation-loss": one(r"^ +causal: train loss [\d.]+, validation loss ([\d.]+);"),
         "encoder-queries-correct": one(r"^ +correct: last training loss ([\d.]+), exact match [\d.]+%$"),
         "encoder-queries-swapped": one(r"^queries from the encoder: last training loss ([\d.]+)"),
@@ -223,6 +231,9 @@ QUOTES: dict[str, dict[str, Callable[[str], str]]] = {
         "llama-parameters": one(r"^Llama-style +([\d,]+) parameters"),
     },
     "11_distributed": {
+        "ddp-step": one(
+            r"^one process on \w+ \(\w+\): ([\d.]+) ms a step plain, ([\d.]+) ms under DDP$", "{0} against {1} ms"
+        ),
         "weights-moved": one(r"^the weights moved by up to (\S+) in \d+ steps"),
         "calls": one(r"^\{'without no_sync': (\d+), 'with no_sync': (\d+)\}$", "{0} to {1}"),
         "parameters": one(r"^the model: ([\d,]+) parameters"),
