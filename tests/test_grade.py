@@ -7,6 +7,7 @@ seconds; the grader treats it as it treats a chapter's student edition. The last
 import csv
 import hashlib
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -500,3 +501,24 @@ def test_the_courses_points_name_every_exercise_of_every_chapter_and_bad_points_
             load_points(bad)
     assert student_of("class/alice/01_attention.ipynb") == "alice" and student_of("class/bob_01.ipynb") == "bob_01"
     assert 1 <= default_jobs() <= (os.cpu_count() or 1)
+
+
+def test_the_instructor_guides_example_summary_adds_up_for_its_chapter():
+    """The guide shows the line the grader prints for one submission: its counts must be the chapter's."""
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "instructor_guide.md").read_text()
+    chapter = re.search(r"--chapter (\d\d_\w+)", guide)[1]
+    said = re.search(r"`(\d+) passed, (\d+) failed, (\d+) not attempted of (\d+) exercises;\s+(\d+) of (\d+) predictions "
+                     r"answered; ([\d.]+) of ([\d.]+) points`", guide)  # fmt: skip
+    assert said, "the guide's example summary line is not in the grader's form"
+    passed, failed, missing, exercises, answered, predictions = map(int, said.groups()[:6])
+    points = load_points()[chapter]
+    asked = [name for name in points if name.startswith("check_prediction[")]
+    assert passed + failed + missing == exercises == len(points) - len(asked) and predictions == len(asked)
+    assert float(said[8]) == sum(points.values())
+    assert answered <= predictions
+
+    def best(weights, n):
+        return sum(sorted(weights)[len(weights) - n :]) if n else 0.0
+
+    exercise_weights = [v for k, v in points.items() if k not in asked]
+    assert float(said[7]) <= best(exercise_weights, passed) + best([points[k] for k in asked], answered)
