@@ -1,6 +1,6 @@
 # Transformers from Scratch: every command sets up .venv first, so a fresh clone needs only these.
 #   make lab        install, then open JupyterLab on the first notebook
-#   make quick      install, then ruff and every test that trains nothing and runs no notebook (about 30 s)
+#   make quick      install, then ruff and every test that trains nothing and runs no notebook (about a minute)
 #   make test       install, then lint, every test (but those marked dry_run, which make gpu-dry-run runs) and every
 #                   notebook under nbval, on other CPU kernels than its outputs were made with (notebooks/conftest.py)
 #   make outputs    re-execute every notebook on the CPU and store its outputs (commit the result)
@@ -75,7 +75,7 @@ ruff: install
 lint: ruff
 	$(BIN)/basedpyright --project pyproject.toml --pythonpath $(BIN)/python
 
-# The quick tier: what a change to the package needs first, in about half a minute on two cores; the type check
+# The quick tier: what a change to the package needs first, in about a minute on two cores; the type check
 # (basedpyright, about 20 s more) waits for make lint or make test.
 quick: ruff
 	$(if $(filter 1,$(JOBS)),,OMP_NUM_THREADS=1) $(BIN)/python -m pytest -p no:nbval tests -m "not slow" -q $(if $(filter 1,$(JOBS)),,-n $(JOBS))

@@ -57,7 +57,8 @@ AMP_DTYPE = Setting(
     "COURSE_AMP_DTYPE",
     "bfloat16, float16",
     "the dtype train computes in on a GPU (and in a GPU dry run); float16 (with a gradient scaler) is what a GPU without "
-    "bfloat16, such as Colab's T4, gets; unset: bfloat16 where the GPU has it, else float16",
+    "bfloat16, such as Colab's T4, gets; unset: bfloat16 where the GPU has it, else float16 (float32 before compute "
+    "capability 7)",
 )
 CHECKPOINTS = Setting(
     "COURSE_CHECKPOINTS",

@@ -457,3 +457,19 @@ def test_every_diagrams_labels_are_legible_on_a_slide(tmp_path):
     fig = draw.transformer()  # the same labels in a PNG 750 px tall would shrink to 15 px: the check can fail
     assert draw.smallest_label_on_slide(fig, (880, 750)) < 18
     draw.plt.close(fig)
+
+
+def test_the_readmes_badges_and_addresses_name_the_repository_pyproject_names():
+    """After a fork the address changes in pyproject.toml; a README that still names the old one sends students to
+    another repository's notebooks."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    cfg = project["tool"]["course"]
+    owner, name = cfg["repository"].split("/")
+    assert project["project"]["urls"]["Repository"] == f"https://github.com/{cfg['repository']}"
+    readme = (ROOT / "README.md").read_text()
+    badges = re.findall(r"https://colab\.research\.google\.com/github/([^)\s]+)", readme)
+    assert len(badges) >= 24  # every chapter, both editions
+    for badge in badges:
+        assert badge.startswith(f"{cfg['repository']}/blob/{cfg['branch']}/notebooks/"), badge
+    for site in re.findall(r"https://([\w-]+)\.github\.io/([\w-]+)", readme):
+        assert site == (owner, name), site
