@@ -3,6 +3,7 @@
 import hashlib
 import io
 import os
+import re
 import urllib.error
 from pathlib import Path
 
@@ -101,3 +102,28 @@ def test_split_ids_refuses_a_fraction_that_leaves_no_split():
 def test_the_default_data_folder_is_the_repositorys(monkeypatch):
     monkeypatch.delenv("COURSE_DATA_DIR", raising=False)
     assert text_module.default_data_dir() == Path(__file__).resolve().parents[1] / "data"
+
+
+def test_the_readmes_troubleshooting_quotes_the_messages_students_see(tmp_path, monkeypatch, no_mirror):
+    """The README's "When something goes wrong" table names errors by their text: each of the course's own must be
+    what the code says, so that a student searching the page for their error finds it."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### When something goes wrong", 1)[1].split("\n## ", 1)[0]
+    said = re.findall(r"^\| `([^`]+)`", section, re.MULTILINE)
+    serve(monkeypatch, error=urllib.error.URLError("no route to host"))
+    with pytest.raises(RuntimeError) as offline:
+        fetch(FAKE, tmp_path)
+    (tmp_path / "fake.txt").write_bytes(b"cut short")
+    with pytest.raises(ValueError) as altered:
+        fetch(FAKE, tmp_path)
+    loop = (Path(__file__).resolve().parents[1] / "course_utils" / "training" / "loop.py").read_text()
+    seen = {
+        "ModuleNotFoundError": "ModuleNotFoundError: No module named 'course_utils'",  # Python's own words
+        "RuntimeError": f"RuntimeError: {offline.value}",
+        "ValueError": f"ValueError: {altered.value}",
+        "training": loop,  # the line train prints once where the GPU has no native bfloat16
+    }
+    assert [quote.split(":")[0].split()[0] for quote in said] == list(seen)
+    for quote, text in zip(said, seen.values(), strict=True):
+        for fragment in quote.split("..."):
+            assert fragment.strip() in text, (quote, fragment)

@@ -110,8 +110,9 @@ NOSEARCH = "---\nnosearch: true\n---\n\n"  # Sphinx leaves a page with this meta
 
 
 def landing(readme: str, chapters: list[Path]) -> str:
-    """The students' first page: what the course is, how to start, and every chapter with both editions (on Colab
-    and as downloads) and its time; a list, not a wide table, so that it reads on a phone."""
+    """The students' first page: what the course is, how to start, every chapter with both editions (on Colab and as
+    downloads) and its time, and what to do when something goes wrong; lists, not wide tables, so that it reads on a
+    phone."""
     intro = readme.split("\n## ", 1)[0].split("\n\n")
     lines = [intro[0], "", intro[1], ""]  # the title and the first paragraph
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| (\d\d) \| \[[^]]+\]\([^)]+\) \| (.*?) \|", readme, re.M)}
@@ -140,6 +141,11 @@ def landing(readme: str, chapters: list[Path]) -> str:
         if time:
             lines += [f"About {time.group(1)}\u00a0minutes.", ""]
         lines += [chapter_links(path.name, up=""), ""]
+    # the README's table of errors and what to do, where students look first: as a list, like the chapters
+    table = readme.split("### When something goes wrong\n", 1)[1].split("\n#", 1)[0]
+    rows = [row.strip("| ").split(" | ") for row in table.strip().splitlines()[2:]]
+    lines += ["## When something goes wrong", ""]
+    lines += [f"- {seen}\n\n  {what_to_do}\n" for seen, what_to_do in rows]
     if not STUDENTS:
         lines += [
             "## For instructors",
