@@ -473,3 +473,5 @@ def test_the_readmes_badges_and_addresses_name_the_repository_pyproject_names():
         assert badge.startswith(f"{cfg['repository']}/blob/{cfg['branch']}/notebooks/"), badge
     for site in re.findall(r"https://([\w-]+)\.github\.io/([\w-]+)", readme):
         assert site == (owner, name), site
+    for installed in re.findall(r"git\+https://github\.com/([\w-]+/[\w-]+)", readme):
+        assert installed == cfg["repository"], installed

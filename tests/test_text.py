@@ -119,6 +119,7 @@ def test_the_readmes_troubleshooting_quotes_the_messages_students_see(tmp_path, 
     loop = (Path(__file__).resolve().parents[1] / "course_utils" / "training" / "loop.py").read_text()
     seen = {
         "ModuleNotFoundError": "ModuleNotFoundError: No module named 'course_utils'",  # Python's own words
+        "NameError": "NameError: name 'torch' is not defined",
         "RuntimeError": f"RuntimeError: {offline.value}",
         "ValueError": f"ValueError: {altered.value}",
         "training": loop,  # the line train prints once where the GPU has no native bfloat16
@@ -127,3 +128,31 @@ def test_the_readmes_troubleshooting_quotes_the_messages_students_see(tmp_path, 
     for quote, text in zip(said, seen.values(), strict=True):
         for fragment in quote.split("..."):
             assert fragment.strip() in text, (quote, fragment)
+
+
+def test_one_command_downloads_every_file_the_course_reads(tmp_path, monkeypatch, no_mirror, capsys):
+    """`python -m course_utils.data` before going offline: every data file any module defines, each checked, and
+    offline a line per file that says what to do, without stopping at the first."""
+    import importlib
+    import pkgutil
+
+    import course_utils.data as data
+    from course_utils.data.download import DATA_FILES, main
+
+    defined = set()
+    for info in pkgutil.iter_modules(data.__path__):
+        if info.name == "__main__":  # the command itself
+            continue
+        for value in vars(importlib.import_module(f"course_utils.data.{info.name}")).values():
+            found = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+            defined |= {v for v in found if isinstance(v, DataFile)}
+    assert defined == set(DATA_FILES) and len(DATA_FILES) == 11  # Tiny Shakespeare, Multi30k's 8, GPT-2's 2
+    monkeypatch.setattr("course_utils.data.download.DATA_FILES", [FAKE, FAKE])
+    serve(monkeypatch, error=urllib.error.URLError("no route to host"))
+    assert main([str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("Without internet") == 2 and "2 of 2 missing" in out
+    calls = serve(monkeypatch, CONTENT)
+    assert main([str(tmp_path)]) == 0 and calls == [FAKE.url]  # the second is there already
+    assert "the chapters run offline" in capsys.readouterr().out
+    assert main(["--help"]) == 2 and "usage" in capsys.readouterr().err

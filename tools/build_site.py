@@ -121,9 +121,11 @@ def landing(readme: str, chapters: list[Path]) -> str:
         "",
         "- **In the browser, nothing to install:** open a chapter's *student edition* on Google Colab (below), then "
         "*File → Save a copy in Drive*. Colab's first cell installs the course's package.",
-        "- **On your computer:** download the student edition (below) and open it in JupyterLab or VS Code, in an "
-        "environment with the course's package (`pip install \"transformers-from-scratch @ git+"
-        f'https://github.com/{course_config()["repository"]}"`).',
+        "- **On your computer:** in a fresh environment with Python 3.11 or newer, `pip install "
+        f'"transformers-from-scratch[lab,hf] @ git+https://github.com/{course_config()["repository"]}"` installs the '
+        "course's package, JupyterLab and the libraries chapters 10 and 12 compare with (it needs git); then download "
+        "the student edition (below) and open it with `jupyter lab`. Before going offline, `python -m course_utils.data` "
+        "downloads every data file the chapters read.",
         "- Each student edition leaves the chapter's key pieces for you to write: every exercise cell has a "
         "`check_*` helper that tests your code at once and names the likely mistake. The *complete edition* has every "
         "exercise solved, folded away; this site shows it, with its outputs and interactive charts.",
@@ -134,7 +136,7 @@ def landing(readme: str, chapters: list[Path]) -> str:
     for path in chapters:
         nb = nbformat.read(path, as_version=4)
         title = nb.cells[0].source.splitlines()[0].lstrip("# ").strip()
-        time = re.search(r"\*\*Time:\*\* about (\d+) minutes", "\n".join(c.source for c in nb.cells[:4]))
+        time = re.search(r"\*\*Time:\*\* about (\d+)\s+minutes", "\n".join(c.source for c in nb.cells[:4]))
         lines += [f"### [{title}](chapters/{path.stem}.ipynb)", ""]
         if path.stem[:2] in rows:
             lines += [rows[path.stem[:2]][:1].upper() + rows[path.stem[:2]][1:] + ".", ""]

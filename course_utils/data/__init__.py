@@ -8,6 +8,7 @@
 - ``dates``: chapter 06's date-normalisation task, ``DateTask``
 - ``text``: files downloaded once and checked (``DataFile``, ``fetch``), Tiny Shakespeare, ``random_windows``
 - ``multi30k``: the German-English corpus of chapter 08, ``load_multi30k``
+- ``download``: every file the course downloads, fetched at once (``download_all``; ``python -m course_utils.data``)
 - ``instructions``: instructions to tune a model on and score it offline (dates, words to reverse, sort, count),
   ``instruction_pairs``, and the text the model tuned on them was pretrained on, ``pretraining_texts``
 """
@@ -23,6 +24,7 @@ from .byte_bpe import (
     train_byte_bpe,
 )
 from .dates import DateTask
+from .download import download_all
 from .instructions import instruction_pairs, pretraining_texts
 from .merges import learn_bpe_incremental, learn_merges
 from .multi30k import load_multi30k
@@ -40,6 +42,7 @@ __all__ = [
     "SpecialTokens",
     "Tokenizer",
     "bytes_to_unicode",
+    "download_all",
     "encode_pairs",
     "gpt2_files",
     "instruction_pairs",
