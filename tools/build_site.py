@@ -56,7 +56,7 @@ TWIN = "static_twin"  # notebooks/build.py marks each chart's PNG twin so
 API_PAGES = {  # page: (title, modules)
     "model": ("The model", ["attention", "masks", "positional", "layers", "encoder", "decoder", "transformer", "causal_lm", "gpt",
                             "llama", "convert_torch", "convert_hf", "torch_reference"]),
-    "data": ("Data", ["tokenizers", "bpe", "text", "pairs", "dates", "multi30k"]),
+    "data": ("Data", ["tokenizers", "bpe", "text", "download", "pairs", "dates", "multi30k"]),
     "training": ("Training", ["loop", "recipes", "pretrained", "seq2seq", "decoding", "translation", "metrics"]),
     "teaching": ("Teaching: probes and plots", ["probes", "plots"]),
     "checks": ("Exercise checkers", ["_core", "attention", "masks", "positional", "layers", "seq2seq", "training",

@@ -8,7 +8,8 @@
 - ``dates``: chapter 06's date-normalisation task, ``DateTask``
 - ``text``: files downloaded once and checked (``DataFile``, ``fetch``), Tiny Shakespeare, ``random_windows``
 - ``multi30k``: the German-English corpus of chapter 08, ``load_multi30k``
-- ``download``: every file the course downloads, fetched at once (``download_all``; ``python -m course_utils.data``)
+- ``download``: every file the course downloads, fetched at once (``download_all``; ``python -m course_utils.data``,
+  through ``__main__``)
 - ``instructions``: instructions to tune a model on and score it offline (dates, words to reverse, sort, count),
   ``instruction_pairs``, and the text the model tuned on them was pretrained on, ``pretraining_texts``
 """
