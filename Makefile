@@ -106,7 +106,7 @@ notebooks: install
 # A second environment with Colab's (older) versions, which CI's make gpu-dry-run runs in: every student edition
 # (every cell but the exercises' stubs) and the training chapters' complete editions (06-08), 3 training steps each.
 # make test-colab runs every complete edition there, training included, on PyTorch's plain kernels (OTHER_KERNELS),
-# every compared output matching (about six minutes on two cores: run it after changing .ci/constraints-colab.txt).
+# every compared output matching (about a quarter of an hour on two cores: run it after changing .ci/constraints-colab.txt).
 # Only the packages that file names are Colab's; the others (pytest, nbclient, ...) install at their newest.
 COLAB_VENV := .venv-colab
 $(COLAB_VENV)/bin/python:
