@@ -33,7 +33,10 @@ DEVICE = Setting(
     "COURSE_DEVICE", "cpu, cuda, mps", "the device get_device() returns; unset: a GPU if there is one, else the CPU"
 )
 SKIP_TRAINING = Setting(
-    "COURSE_SKIP_TRAINING", "1", "notebooks 06-08 load the shipped weights instead of training (SKIP_TRAINING = True)"
+    "COURSE_SKIP_TRAINING",
+    "1",
+    "notebooks 06-08 skip their training (SKIP_TRAINING = True): 06 and 07 load the shipped weights, 08 evaluates its "
+    "shipped translator only",
 )
 PROGRESS = Setting("COURSE_PROGRESS", "text", "training shows plain-text progress bars instead of notebook widgets")
 OFFLINE_CHARTS = Setting(

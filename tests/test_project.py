@@ -473,5 +473,6 @@ def test_the_readmes_badges_and_addresses_name_the_repository_pyproject_names():
         assert badge.startswith(f"{cfg['repository']}/blob/{cfg['branch']}/notebooks/"), badge
     for site in re.findall(r"https://([\w-]+)\.github\.io/([\w-]+)", readme):
         assert site == (owner, name), site
+    assert f"git clone https://github.com/{cfg['repository']} " in readme
     for installed in re.findall(r"git\+https://github\.com/([\w-]+/[\w-]+)", readme):
         assert installed == cfg["repository"], installed

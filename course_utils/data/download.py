@@ -1,11 +1,13 @@
 """Every file the course downloads on first use, fetched at once while there is internet, so that every chapter then
-runs offline: ``python -m course_utils.data`` (or ``course_utils.download_all()`` in a notebook)."""
+runs offline: ``python -m course_utils.data`` (or ``course_utils.download_all()`` in a notebook). Not among them: what
+chapter 10's real GPT-2 and chapter 12's section 6 fetch from the Hugging Face hub when they run, and skip offline."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from ..settings import DATA_MIRROR
 from .byte_bpe import GPT2_FILES
 from .multi30k import MULTI30K
 from .text import TINY_SHAKESPEARE, DataFile, default_data_dir, fetch
@@ -29,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m course_utils.data [FOLDER]  (default: the course's data folder)", file=sys.stderr)
         return 2
     folder = args[0] if args else None
-    print(f"the course's data, into {Path(folder) if folder else default_data_dir()}:")
+    mirror = DATA_MIRROR.value()
+    print(f"the course's data, into {Path(folder) if folder else default_data_dir()}"
+          + (f" (what the mirror {mirror} holds is read from there)" if mirror else "") + ":")  # fmt: skip
     failed = 0
     for file in DATA_FILES:
         try:
