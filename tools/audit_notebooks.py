@@ -91,7 +91,7 @@ TAUGHT_IN = {
     "07": [
         "GPT", "GPTBlock", "GPTConfig", "estimate_loss", "KVCache", "load_tiny_shakespeare", "random_windows",
         "split_ids", "SHAKESPEARE_GPT_CPU", "SHAKESPEARE_GPT_GPU", "evaluation_curve", "synchronize", "gpu_branch",
-        "checkpoint_path",
+        "checkpoint_path", "download_all",
     ],
     "08": [
         "BPETokenizer", "pretokenize", "merge_pair", "learn_bpe", "learn_bpe_fast", "load_multi30k", "MULTI30K_QUICK",

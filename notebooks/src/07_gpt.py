@@ -93,7 +93,10 @@ print(f"PyTorch {torch.__version__}, running on {device}" + (", skipping trainin
 #
 # `load_tiny_shakespeare` downloads the corpus once from its canonical address, checks its SHA-256, and keeps it
 # in the course's `data/` folder (or `~/.cache/transformers-from-scratch` when the course is installed from
-# pip). Offline, it tells you where to put the file.
+# pip). Offline, it tells you where to put the file. To work offline later (a train, a classroom without Wi-Fi),
+# run `from course_utils import download_all; download_all()` once while online (or `python -m course_utils.data` in
+# a terminal): it fetches every data file the course reads (this corpus, chapter 08's Multi30k and chapter 12's
+# GPT-2 tokenizer files).
 
 # %%
 text = load_tiny_shakespeare()
