@@ -152,6 +152,7 @@ def test_a_time_said_in_words_is_the_measured_one():
     said = [times_tool.in_words(s) for s in (4, 28.4, 39.2, 62, 94.1, 107.1, 122.2, 167.6, 224.2)]
     assert said == ["seconds", "about half a minute", "under a minute", "about a minute", "about a minute and a half",
                     "under two minutes", "about two minutes", "about three minutes", "about four minutes"]  # fmt: skip
+    assert times_tool.in_words(700) == "about 12 minutes"  # past ten minutes, in figures
     text = "training <!-- time:07_gpt#5 -->under a minute<!-- /time -->; <!-- time:longest -->x<!-- /time --> at most"
     assert times_tool.phrased(text, times) == (
         "training <!-- time:07_gpt#5 -->about a minute<!-- /time -->; <!-- time:longest -->about four minutes"

@@ -24,16 +24,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other tools, also when loaded by path
+from lesson_times import PHRASE
+
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "docs" / "lessons"
 MARKED = re.compile(r"<!-- quote:(?P<name>[\w-]+) -->(?P<value>.*?)<!-- /quote -->", re.DOTALL)
-TIMED = re.compile(r"<!-- time:[\w#]+ -->(?P<value>.*?)<!-- /time -->", re.DOTALL)  # tools/lesson_times.py's
 
 
 def unquoted(text: str) -> str:
     """A plan's text with its quote markers (and lesson_times.py's time markers) taken out, each figure left as it
     reads."""
-    return TIMED.sub(lambda m: m["value"], MARKED.sub(lambda m: m["value"], text))
+    return PHRASE.sub(lambda m: m[2], MARKED.sub(lambda m: m["value"], text))
 
 
 def _said(stem: str, sources: bool = False, html: bool = False) -> str:

@@ -40,7 +40,8 @@ def in_words(seconds: float) -> str:
         if seconds < below:
             return words
     count = round(seconds / 60)
-    return f"about {['two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'][count - 2]} minutes"
+    said = ["two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    return f"about {said[count - 2] if count <= 10 else count} minutes"
 
 
 def phrase_seconds(key: str, times: dict) -> float:
