@@ -1,5 +1,5 @@
 # Transformers from Scratch: every command sets up .venv first, so a fresh clone needs only these.
-#   make lab        install, then open JupyterLab on the first notebook
+#   make lab        install, then open JupyterLab on the first chapter's student edition (TORCH=cpu: see below)
 #   make quick      install, then ruff and every test that trains nothing and runs no notebook (about a minute)
 #   make test       install, then lint, every test (but those marked dry_run, which make gpu-dry-run runs) and every
 #                   notebook under nbval, on other CPU kernels than its outputs were made with (notebooks/conftest.py)
@@ -37,6 +37,13 @@ unexport PYTHONDONTWRITEBYTECODE
 # Exact versions, so that committed outputs reproduce; `make lab CONSTRAINTS=` takes the newest releases instead.
 CONSTRAINTS ?= .ci/constraints.txt
 PIP_CONSTRAINTS := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+# On Linux, PyPI's PyTorch is the CUDA build, several GB even without a GPU. `make lab TORCH=cpu` first installs the
+# CPU-only build (about 200 MB) from pytorch.org's index, TORCH_INDEX=URL from another; an installed torch is kept.
+TORCH ?=
+TORCH_INDEX ?= $(if $(filter cpu,$(TORCH)),https://download.pytorch.org/whl/cpu)
+ifneq ($(filter-out cpu,$(TORCH)),)
+$(error TORCH=$(TORCH): the one choice is TORCH=cpu (PyTorch's CPU-only build); leave it unset for PyPI's build)
+endif
 # The student editions (notebooks/student/) have no outputs to compare: make gpu-dry-run runs each through the grader.
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg --ignore=notebooks/student
 # Committed outputs come from the CPU (the same seeded code prints other floats on a GPU), with
@@ -59,6 +66,7 @@ $(BIN)/python:
 	$(call new_venv,$(VENV))
 
 $(VENV)/.installed: $(BIN)/python requirements.txt pyproject.toml $(CONSTRAINTS)
+	$(if $(TORCH_INDEX),$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) --no-deps --index-url $(TORCH_INDEX) torch)
 	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test]"
 	@touch $@
 
@@ -66,7 +74,7 @@ install: $(VENV)/.installed
 
 lab: install
 	$(call pip_install,$(VENV)) $(PIP_CONSTRAINTS) -e ".[test,lab]"
-	$(BIN)/jupyter lab notebooks/01_attention.ipynb
+	$(BIN)/jupyter lab notebooks/student/01_attention.ipynb
 
 ruff: install
 	$(BIN)/ruff check .

@@ -173,6 +173,26 @@ def test_the_quick_tier_leaves_out_what_trains_or_runs_notebooks():
     assert len(quick) == 1 and '-m "not slow"' in quick[0] and "notebooks" not in quick[0]
 
 
+def test_torch_cpu_installs_pytorchs_cpu_build_before_the_course(tmp_path):
+    """`make lab TORCH=cpu` on Linux: PyTorch's CPU-only build from pytorch.org's index first, torch alone (its
+    dependencies come from PyPI with the course's, at the pinned versions, which that index may not hold); the
+    course's install then keeps it. Without TORCH, no other index; another value is refused, saying what to write."""
+
+    def dry_run(*settings: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "-n", "--no-print-directory", "lab", f"VENV={tmp_path / 'venv'}", *settings],
+                              cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+
+    lines = dry_run("TORCH=cpu").stdout.splitlines()
+    first = [i for i, line in enumerate(lines) if "--index-url https://download.pytorch.org/whl/cpu" in line]
+    course = [i for i, line in enumerate(lines) if '-e ".[test]"' in line]
+    assert len(first) == 1 and len(course) == 1 and first[0] < course[0], lines
+    assert "--no-deps" in lines[first[0]] and lines[first[0]].endswith(" torch"), lines[first[0]]
+    assert lines[-1].endswith("jupyter lab notebooks/student/01_attention.ipynb"), lines[-1]  # the student edition
+    assert "--index-url" not in dry_run().stdout
+    refused = dry_run("TORCH=cuda")
+    assert refused.returncode != 0 and "the one choice is TORCH=cpu" in refused.stderr
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_committed_outputs_come_from_one_clean_run(path):
     nb = json.loads(path.read_text())

@@ -123,7 +123,9 @@ def landing(readme: str, chapters: list[Path]) -> str:
         "*File → Save a copy in Drive*. Colab's first cell installs the course's package.",
         "- **On your computer:** in a fresh environment with Python 3.11 or newer, `pip install "
         f'"transformers-from-scratch[lab,hf] @ git+https://github.com/{course_config()["repository"]}"` installs the '
-        "course's package, JupyterLab and the libraries chapters 10 and 12 compare with (it needs git); then download "
+        "course's package, JupyterLab and the libraries chapters 10 and 12 compare with (it needs git; on Linux, "
+        "`pip install torch --index-url https://download.pytorch.org/whl/cpu` first gives PyTorch's CPU build, about "
+        "200 MB, where PyPI's is the CUDA build of several GB); then download "
         "the student edition (below) and open it with `jupyter lab`. Before going offline, `python -m course_utils.data` "
         "downloads every data file the chapters read.",
         "- Each student edition leaves the chapter's key pieces for you to write: every exercise cell has a "

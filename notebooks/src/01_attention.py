@@ -23,8 +23,9 @@
 
 # %% [markdown]
 # ## Setup
-# On Colab this installs the course's small package, `course_utils` (Colab's own PyTorch is kept);
-# locally it is already installed (see the README). Seeds are fixed so that you see the numbers printed here.
+# On Colab this installs the course's small package, `course_utils` (Colab's own PyTorch is kept); on your computer
+# the course's set-up installed it already ([*Run it*]({{REPOSITORY_URL}}#run-it) in the README). Seeds are fixed so
+# that you see the numbers printed here.
 
 # %% tags=["nbval-ignore-output"]
 import subprocess
