@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .utils import code_names, watch_forward
+from .utils import code_names, notebook_values_read, watch_forward
 
 __all__ = ["KernelSide", "Link", "RemoteFunction", "loopback"]
 
@@ -234,6 +234,7 @@ class KernelSide:
             names = code_names(value)  # with those of the functions and lambdas defined in it
             scope = getattr(value, "__globals__", {})
             description["names"] = sorted(names)
+            description["notebook_values"] = notebook_values_read(value)  # the notebook's numbers it reads, as text
             description["aliases"] = {
                 name: known for name in names for known, f in LIBRARY.items() if scope.get(name) is f
             }
@@ -379,6 +380,7 @@ class RemoteFunction:
         self.__code__ = SimpleNamespace(co_names=names, co_consts=())  # what _library_attention reads
         self.__globals__ = {name: LIBRARY[known] for name, known in description.get("aliases", {}).items()}
         self.library = description.get("library")
+        self.notebook_values = description.get("notebook_values", {})  # what notebook_values_read found there
         parameters = description.get("parameters")
         if parameters is not None:
             self.__signature__ = inspect.Signature(

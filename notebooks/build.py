@@ -81,8 +81,8 @@ def placeholders(name: str, edition: str = "complete") -> dict[str, str]:
     if edition == "student":
         edition_note = (
             "> **Student edition.** The chapter's key pieces are yours to write. Each exercise cell (it starts "
-            "with ✏️) is a stub that raises `NotImplementedError` until you fill it in; the `check_*` call at its end tests your "
-            "version and says what differs. The cells after a stub use `course_utils`' tested version, so the "
+            "with ✏️) is a stub that raises `NotImplementedError` until you fill it in (its `check_*` call then says it is not "
+            "written yet); once written, the `check_*` call at its end tests your version and says what differs. The cells after a stub use `course_utils`' tested version, so the "
             "chapter runs to the end even before your code is finished. Questions marked *predict, then run* "
             'ask you to commit to an answer (one letter: `my_prediction = "..."`) before the cell that measures it. '
             f"Solutions: the [complete edition](../{name}.ipynb)."

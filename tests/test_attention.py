@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from helpers import no_empty_rows
 from torch.testing import assert_close
 
-from course_utils import causal_mask, scaled_dot_product_attention
+from course_utils import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 
 
 @pytest.mark.parametrize("shape_q, shape_k", [((5, 8), (5, 8)), ((2, 3, 8), (2, 7, 8)), ((2, 4, 6, 16), (2, 4, 9, 16))])
@@ -73,6 +73,21 @@ def test_a_mask_that_does_not_broadcast_is_rejected():
         scaled_dot_product_attention(q, q, q, torch.ones(2, 3, dtype=torch.bool))  # (B, T): missing axes
     with pytest.raises(ValueError, match="does not broadcast"):
         scaled_dot_product_attention(q, q, q, torch.ones(5, 2, 3, 3, dtype=torch.bool))  # would grow the output
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multi_head_attention_refuses_a_mask_whose_batch_axis_would_meet_the_heads(need_weights):
+    """A (B, T, T) mask lines B up with the heads of (B, h, T, T): with B == h it would broadcast, each sequence's
+    mask applied to one head of every sequence. The module refuses any 3-axis mask but (1, T, T), naming both fixes."""
+    mha = MultiHeadAttention(16, 4)
+    x = torch.randn(4, 5, 16)  # B = h = 4
+    per_sequence = torch.rand(4, 5, 5) > 0.3
+    with pytest.raises(ValueError, match=r"mask\[:, None\], \(B, 1, T_q, T_k\).*mask\[None\], \(1, h, T_q, T_k\)"):
+        mha(x, x, x, per_sequence, need_weights=need_weights)
+    per_sequence[..., 0] = True  # no query without a key
+    out, _ = mha(x, x, x, per_sequence[:, None], need_weights=need_weights)
+    shared, _ = mha(x, x, x, per_sequence[:1], need_weights=need_weights)  # one mask for every sequence: (1, T, T)
+    torch.testing.assert_close(shared[:1], out[:1])
 
 
 def test_mismatched_shapes_are_rejected():

@@ -198,3 +198,34 @@ def test_every_checker_leaves_the_students_random_state_as_it_found_it(capsys):
             assert torch.equal(after[0], before[0]) and after[1] == before[1], name
             assert (after[2] == before[2]).all(), name
     capsys.readouterr()
+
+
+# A size left in the notebook by a cell above the exercise, and a tensor: what an answer may read by mistake.
+d_k = 4
+demo_queries = torch.ones(2, 5, 4)
+
+
+def attention_with_the_notebooks_d_k(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # d_k of the notebook, not query.size(-1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1) @ value
+
+
+class SplitWithTheNotebooksTensor(torch.nn.Module):
+    def forward(self, x, n_heads):
+        return demo_queries.view(2, 5, n_heads, -1).transpose(1, 2)
+
+
+def test_a_failed_answer_that_reads_the_notebooks_numbers_is_told_which(capsys):
+    """A checker's failure names the numbers and tensors the answer read from the notebook's variables (here: the
+    test module's), in the notebook and across the grader's link; an answer that reads none gets no such note, nor
+    does one that passes."""
+    ok, out = verdict(check_scaled_dot_product_attention, attention_with_the_notebooks_d_k, capsys)
+    assert not ok and "Your code reads d_k = 4 from the notebook, not from its arguments" in out, out
+    ok, out = verdict(check_split_heads, SplitWithTheNotebooksTensor(), capsys)
+    assert not ok and "demo_queries (a tensor of shape (2, 5, 4))" in out, out
+    ok, out = verdict(check_scaled_dot_product_attention, lambda q, k, v, mask=None: q, capsys)
+    assert not ok and "from the notebook" not in out, out
+    ok, out = verdict(check_scaled_dot_product_attention, attention_steps, capsys)
+    assert ok and "from the notebook" not in out, out

@@ -311,6 +311,10 @@ def attention_additive_float_mask(query, key, value, mask=None):
     return weights @ value, weights
 
 
+def attention_all_in_float32(query, key, value, mask=None):
+    return attention_solution(query.float(), key.float(), value.float(), mask)  # and returned so: float32
+
+
 def attention_softmax_in_float32(query, key, value, mask=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None:
@@ -376,6 +380,7 @@ ATTENTION_WRONG = cases(
     (attention_in_float64, "has dtype torch.float64 for torch.float32 inputs"),
     (attention_additive_float_mask, "a mask made as a float32 tensor and added"),
     (attention_softmax_in_float32, "a softmax with dtype=torch.float32"),
+    (attention_all_in_float32, "with bfloat16 inputs (what a GPU computes in) the output is torch.float32"),
     (attention_pytorch, "through scaled_dot_product_attention, attention written for you"),
     (scaled_dot_product_attention, "through"),
     (attention_through_an_alias, "through SDPA, attention written for you"),
@@ -709,6 +714,10 @@ def merge_transposes_its_input(x):
     return x.reshape(B, T, h * d_k)
 
 
+def merge_heads_reversed(x):
+    return torch.cat([x[:, i] for i in reversed(range(x.size(1)))], dim=-1)
+
+
 def merge_detached(x):
     return merge_solution(x).detach()
 
@@ -737,6 +746,7 @@ MERGE_WRONG = cases(
     (merge_no_transpose, "transpose(1, 2) back to (B, T, h, d_k) before the reshape"),
     (merge_view_after_transpose, "so .view cannot regroup its axes: use .reshape(...)"),
     (merge_interleaved, "the heads are interleaved"),
+    (merge_heads_reversed, "the heads are in reverse order"),
     (merge_shape_hard_coded, "right for the first test case but not with B = 3, n_heads = 3, T = 5, d_k = 4"),
     (merge_transposes_its_input, "changed its input x in place"),
     (merge_detached, "cannot be trained through"),
@@ -932,6 +942,19 @@ def gqa_no_scaling(query, key, value):
     return (query @ k.transpose(-2, -1)).softmax(-1) @ v
 
 
+def gqa_scaled_by_d_model(query, key, value):
+    group = query.size(1) // key.size(1)
+    k, v = key.repeat_interleave(group, 1), value.repeat_interleave(group, 1)
+    d_model = query.size(1) * query.size(-1)
+    return (query @ k.transpose(-2, -1) / math.sqrt(d_model)).softmax(-1) @ v
+
+
+def gqa_softmax_over_the_queries(query, key, value):
+    group = query.size(1) // key.size(1)
+    k, v = key.repeat_interleave(group, 1), value.repeat_interleave(group, 1)
+    return (query @ k.transpose(-2, -1) / math.sqrt(query.size(-1))).softmax(-2) @ v
+
+
 def gqa_detached(query, key, value):
     return gqa_solution(query, key, value)[0].detach()
 
@@ -967,6 +990,8 @@ GQA_WRONG = cases(
     (gqa_group_hard_coded, "right for the first test case but not with n_kv_heads = 1"),
     (gqa_group_is_g, "each key/value head is repeated g = 3 times, which gives 9 heads for h = 6 query heads"),
     (gqa_no_scaling, "not divided by sqrt(d_k)"),
+    (gqa_scaled_by_d_model, "divided by sqrt(h * d_k) = sqrt(d_model)"),
+    (gqa_softmax_over_the_queries, "softmax runs over the queries (dim=-2)"),
     (gqa_detached, "cannot be trained through"),
     (gqa_key_detached, "no gradient reaches key: a step is cut from the graph"),
     (gqa_on_meta, "is on meta"),

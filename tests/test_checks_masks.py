@@ -404,8 +404,8 @@ def test_masked_mean_mistakes_are_named(buggy, named, capsys):
 # --- the verdict table: every answer above, the verdict it must get and the words its message must hold ---------
 
 VERDICTS = [
-    *verdict_rows(check_causal_mask, CAUSAL_RIGHT, CAUSAL_WRONG, says="✅ causal_mask is right"),
-    *verdict_rows(check_padding_mask, PADDING_RIGHT, PADDING_WRONG, says="✅ padding_mask is right"),
+    *verdict_rows(check_causal_mask, CAUSAL_RIGHT, CAUSAL_WRONG, says="✅ your causal mask is right"),
+    *verdict_rows(check_padding_mask, PADDING_RIGHT, PADDING_WRONG, says="✅ your padding mask is right"),
     *verdict_rows(check_sliding_window_mask, WINDOW_RIGHT, WINDOW_WRONG, says="✅ sliding_window_mask is right"),
     *verdict_rows(check_masked_mean, MEAN_RIGHT, MEAN_WRONG, says="✅ masked_mean is right"),
 ]

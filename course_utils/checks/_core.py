@@ -8,13 +8,14 @@ import inspect
 import numbers
 import random
 from collections.abc import Callable, Generator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..utils import watch_forward
+from ..utils import notebook_values_read, watch_forward
 
 
 def one_number(x: object) -> float | None:
@@ -134,6 +135,9 @@ def call(fn: Callable[..., Any], *args: Any, changes_inputs: bool = False, **kwa
     name = getattr(fn, "__name__", "your function")
     if not callable(fn):
         raise NotYet(f"the checker needs your function itself; it got {type(fn).__name__} {fn!r:.40}")
+    answers = _ANSWERS.get()
+    if answers is not None and not any(fn is a for a in answers):
+        answers.append(fn)
     named = _argument_names(fn, args, kwargs)
     before = (
         [] if changes_inputs else [(n, t, t.detach().clone()) for arg, v in named.items() for n, t in _tensors(v, arg)]
@@ -476,19 +480,40 @@ def students_random_state_kept() -> Generator[None, None, None]:
             np.random.set_state(numpy)
 
 
+# The answers a checker's run has called (``call`` adds each), for the note on what they read from the notebook.
+_ANSWERS: ContextVar[list[Any] | None] = ContextVar("answers", default=None)
+
+
+def _values_read_note(answers: list[Any]) -> str:
+    """For a failed verdict: the notebook's numbers and tensors the answers read, which may be why."""
+    read = {name: value for answer in answers for name, value in notebook_values_read(answer).items()}
+    if not read:
+        return ""
+    said = ", ".join(f"{name} {value}" for name, value in sorted(read.items()))
+    return (
+        f" (Your code reads {said} from the notebook, not from its arguments, and the checker's inputs are not the "
+        "notebook's: a value that depends on them is taken from them, such as a size from x.size(...).)"
+    )
+
+
 def verdict(run: Callable[[], str], name: str | None = None) -> Verdict:
     """Run a checker's test (a function ``run`` defined inside a ``check_*`` function), print its verdict and
     return it, named ``name`` (by default the checker's own name). The student's random state is kept."""
     status = "pass"
+    answers = _ANSWERS.set([])
     try:
         with students_random_state_kept():
             message = "✅ " + run()
     except NotYet as e:
         message = "❌ " + (str(e) or "your answer differs from the reference")
         status = "not attempted" if isinstance(e, NotWritten) else "fail"
+        if status == "fail":
+            message += _values_read_note(_ANSWERS.get() or [])
     except Exception as e:  # an answer the checker could not test (never an exception in the student's notebook)
         message = f"❌ this answer could not be tested: {type(e).__name__}: {e}"
         status = "fail"
+    finally:
+        _ANSWERS.reset(answers)
     print(message)
     exercise = name or run.__qualname__.split(".")[0]  # run is defined in check_*: "check_layer_norm.<locals>.run"
     return Verdict(status == "pass", message, exercise, status)

@@ -336,6 +336,12 @@ def _on_a_gpu(fn: Callable[..., Any]) -> None:
             "and the weights then meet the bfloat16 values in a matmul: make such tensors in scores.dtype, or cast "
             "the weights back, weights.to(value.dtype)"
         ) from None
+    if isinstance(half, Tensor) and half.is_floating_point() and half.dtype != torch.bfloat16:
+        raise NotYet(
+            f"right in float32, but with bfloat16 inputs (what a GPU computes in) the output is {half.dtype}: "
+            "computing a step in float32 is fine, but return the result in the inputs' dtype, .to(query.dtype), or "
+            "the next layer's bfloat16 matmul fails"
+        )
     if not (isinstance(half, Tensor) and half.shape == expected.shape and half.isfinite().all()
             and torch.allclose(half.float(), expected, atol=0.1)):  # fmt: skip
         raise NotYet(
@@ -504,6 +510,12 @@ def check_merge_heads(fn: Callable[..., Any]) -> Verdict:
                     "right shape, wrong values: the heads are interleaved (feature j of head i lands at j * h + i), "
                     "as permute(0, 2, 3, 1) puts d_k before h: transpose(1, 2) only, to (B, T, h, d_k), so that each "
                     "head's d_k features stay side by side",
+                ),
+                (
+                    x.flip(1).transpose(1, 2).reshape(B, T, n_heads * d_k),
+                    "right shape, wrong values: the heads are in reverse order; head i's features belong at i * d_k "
+                    "to (i + 1) * d_k - 1, as split_heads cut them: transpose(1, 2), then the reshape, keeps heads "
+                    "0, 1, ..., h - 1 in order",
                 ),
             ],
         )
@@ -732,6 +744,7 @@ def check_grouped_query_attention(fn: Callable[..., Any]) -> Verdict:
                 (unscaled, "the scores are not divided by sqrt(d_k): call scaled_dot_product_attention, which does"),
             ],
         )
+        _name_unmasked_mistake(out, expected, q, *expand, n_heads)  # another scale, the softmax over another axis
         same(out, expected, f"the output with h={n_heads}, g={n_kv_heads}")
         return "grouped-query attention is right: h // g neighbouring query heads share each key/value head."
 

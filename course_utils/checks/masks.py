@@ -99,7 +99,7 @@ def check_causal_mask(fn: Callable[..., Any]) -> Verdict:
         ]
         name_mistake(got, expected, mistakes)
         same(got, expected, f"causal mask of size {size}")
-        return "causal_mask is right: each position sees itself and the past, never the future."
+        return "your causal mask is right: each position sees itself and the past, never the future."
 
     def run() -> str:
         return each_case(one, [dict(size=4), dict(size=1), dict(size=7)])
@@ -183,7 +183,7 @@ def check_padding_mask(fn: Callable[..., Any]) -> Verdict:
                     f"{pad_id}: True exactly where tokens != pad_id"
                 )
         same(got, expected, "padding mask")
-        return "padding_mask is right: (B, 1, 1, T), True at real tokens."
+        return "your padding mask is right: (B, 1, 1, T), True at real tokens."
 
     cases = [dict(pad_id=0, B=3, T=5), dict(pad_id=3, B=2, T=7), dict(pad_id=1, B=4, T=3)]
 

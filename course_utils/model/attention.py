@@ -336,6 +336,15 @@ class MultiHeadAttention(nn.Module):
         """The bool mask to pass on (True = may attend), and whether the fused kernel should apply the causal
         triangle itself. A triangle tensor is built only where it is needed."""
         B, T_q, T_k = q.size(0), q.size(2), k.size(2)
+        if mask is not None and mask.dim() == 3 and mask.size(0) > 1:
+            # (X, T_q, T_k) lines X up with the heads of (B, h, T_q, T_k): a mask per sequence, with B == h, would
+            # be applied to the heads silently
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} has 3 axes: its first would line up with the {self.n_heads} "
+                "heads of the scores (B, h, T_q, T_k), not with the batch. One mask per sequence: mask[:, None], "
+                "(B, 1, T_q, T_k); one per head: mask[None], (1, h, T_q, T_k). (nn.MultiheadAttention reads a 3-axis "
+                "mask as (B * h, T_q, T_k).)"
+            )
         if is_causal and not cached and T_q != T_k:
             raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")
         if not is_causal or T_q == 1:

@@ -143,12 +143,13 @@ print("X:", tuple(X.shape), "= (T, d_model): one row per token")
 looks_for = {"det": "noun", "noun": "verb", "verb": "noun", "prep": "noun"}
 W_q = torch.zeros(4, 4)
 for c, target in looks_for.items():
-    W_q[classes.index(c), classes.index(target)] = 6.0  # a query points at the class it looks for
+    W_q[classes.index(c), classes.index(target)] = 6.0  # a query points at the class it looks for, and is long:
+    # the longer a query, the sharper its softmax (section 1), so 6.0 puts most of a row's weight on that class
 W_k = torch.eye(4)  # a key simply announces its own class
 W_v = torch.eye(4)  # the value passes the class on
 
-Q, K, V = X @ W_q, X @ W_k, X @ W_v  # each (T, d_k) = (6, 4)
-print("Q, K, V:", tuple(Q.shape), tuple(K.shape), tuple(V.shape), "= (T, d_k)")
+Q, K, V = X @ W_q, X @ W_k, X @ W_v  # Q, K: (T, d_k) = (6, 4); V: (T, d_v) = (6, 4), d_v = d_k here
+print("Q, K:", tuple(Q.shape), tuple(K.shape), "= (T, d_k);  V:", tuple(V.shape), "= (T, d_v)")
 
 # %% [markdown]
 # ### Scores, scaling, softmax, weighted sum
@@ -158,6 +159,8 @@ print("Q, K, V:", tuple(Q.shape), tuple(K.shape), tuple(V.shape), "= (T, d_k)")
 # explains why), apply a softmax along each **row**, and average the values with those weights.
 #
 # ![Scaled dot-product attention: Q and K give a score matrix, scaled, masked and soft-maxed row by row into weights that average V](../images/attention_flow.png)
+#
+# (The diagram's mask step is section 4's; without a mask, as here, the scaled scores go straight to the softmax.)
 
 # %%
 d_k = Q.size(-1)
@@ -247,9 +250,14 @@ fig
 # %% [markdown]
 # Without scaling (round dots), the variance of the scores grows like $d_k$ (left; printed above: 4.0, 15.9,
 # 64.0, 253.7, 1030.8). The softmax becomes ever more peaked (middle): on average its largest weight is
-# 0.43 at $d_k = 4$ and 0.96 at $d_k = 1024$, where nearly all the weight sits on a single key. Its slope,
-# the gradient the network learns from, collapses towards 0 (right: from 0.709 to 0.056): a **saturated**
-# softmax barely learns. Dividing by $\sqrt{d_k}$ (squares) brings the variance back to 1 for every $d_k$,
+# 0.43 at $d_k = 4$ and 0.96 at $d_k = 1024$, where nearly all the weight sits on a single key.
+#
+# The right panel measures how much the weights can still move. Differentiating $p_j = e^{s_j} / \sum_m e^{s_m}$
+# with respect to its own score gives $\partial p_j / \partial s_j = p_j (1 - p_j)$: the **slope** of weight $j$.
+# Training changes the scores through these slopes, so their sum over a row, $\sum_j p_j (1 - p_j)$, says how
+# much gradient reaches the scores (the cross terms, $\partial p_j / \partial s_m = -p_j p_m$, shrink alike). A
+# weight near 0 or near 1 has a slope near 0. Unscaled, the slope collapses towards 0 (right: from 0.709 to
+# 0.056): a **saturated** softmax barely learns. Dividing by $\sqrt{d_k}$ (squares) brings the variance back to 1 for every $d_k$,
 # keeps the largest weight near 0.25 and the slope near 0.87: the weights stay spread out and the gradients
 # alive. That is the reason for the $\sqrt{d_k}$ in
 #
@@ -391,9 +399,8 @@ print(
 # sum of the values. The checker below runs it with $T_q \neq T_k$, with and without masks, and compares it with
 # `course_utils.scaled_dot_product_attention` and with PyTorch's fused `F.scaled_dot_product_attention`; an answer
 # that calls one of those (or `nn.MultiheadAttention`) instead of writing the steps is sent back. It also runs your
-# function on bfloat16 inputs (a 16-bit float format GPUs compute in, chapter 02's §7), so keep every step in the
-# inputs' dtype; and if you return the pair
-# (output, weights), it checks the weights too.
+# function on bfloat16 inputs (a 16-bit float format GPUs compute in, chapter 02's §7): a step may compute in float32,
+# but return the result in the inputs' dtype. If you return the pair (output, weights), it checks the weights too.
 
 
 # %% tags=["exercise"]
@@ -454,9 +461,9 @@ attention_chart(weights, tokens, title="Hand-built attention")
 # ## 8. The cost: $O(T^2)$
 #
 # The weight matrix has one entry per (query, key) pair: $T^2$ numbers per head. Doubling the sequence
-# length therefore exactly quadruples the memory of the weights, and multiplies the time by about four or more: the two
-# matrix products, $QK^\top$ and the weights times $V$, each cost $T^2 d_k$ multiply-adds per head, but
-# other costs and the machine's caches blur the ratio. We time one attention call with $h = 4$ heads for
+# length therefore exactly quadruples the memory of the weights, and multiplies the arithmetic by four: the two
+# matrix products, $QK^\top$ and the weights times $V$, each cost $T^2 d_k$ multiply-adds per head. The time
+# follows only roughly: other costs and the machine's caches move the measured ratio either way. We time one attention call with $h = 4$ heads for
 # growing $T$, keeping the best of 5 runs (timings vary from machine to machine and from run to run; look
 # at the ratios):
 
@@ -574,7 +581,8 @@ check_sliding_window_mask(sliding_window_mask)
 
 # %% tags=["exercise"]
 def masked_mean(x, mask):
-    """x (B, T, d), mask (B, T) bool (True = real token) -> (B, d): the mean over the real tokens."""
+    """x (B, T, d), mask (B, T) bool (True = real token) -> (B, d): the mean over the real tokens.
+    Every sequence has at least one real token."""
     ### BEGIN SOLUTION
     keep = mask.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
     return (x * keep).sum(dim=1) / keep.sum(dim=1)  # (B, d) / (B, 1)

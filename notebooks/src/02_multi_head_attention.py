@@ -117,10 +117,28 @@ print(f"one Linear({d_model}, {d_model}) = {n_heads} heads of d_k = {d_k}: head 
 #
 # ![Shapes through multi-head attention: project, view as heads, transpose, attend, transpose back, merge, project](../images/multi_head_shapes.png)
 #
-# Write the two bookkeeping steps yourself first. `split_heads(x, n_heads)` takes the projected
-# `(B, T, d_model)` to `(B, h, T, d_k)`: it views the last axis as $h$ blocks of $d_k$ features (head $i$ owns
-# block $i$, as in section 2), then moves the head axis in front of $T$. `merge_heads(x)` undoes it, from
-# `(B, h, T, d_k)` back to `(B, T, h * d_k)`, the heads' outputs side by side.
+# Write the two bookkeeping steps yourself first (the cell after them walks through each step, if you get stuck).
+# `split_heads(x, n_heads)` takes the projected `(B, T, d_model)` to `(B, h, T, d_k)`: it views the last axis as
+# $h$ blocks of $d_k$ features (head $i$ owns block $i$, as in section 2), then moves the head axis in front of
+# $T$. `merge_heads(x)` undoes it, from `(B, h, T, d_k)` back to `(B, T, h * d_k)`, the heads' outputs side by side.
+#
+# One thing to know first: **`.view` and `.reshape` after a transpose.** A tensor is a block of memory read with
+# *strides*, how many elements to step along each axis (`x.stride()`). `.view` only changes how the same block is
+# read, so it needs the elements in memory in the order the new shape reads them. `.transpose` moves no element:
+# it swaps two strides, so the rows it returns are no longer one after another in memory (`x.is_contiguous()` is
+# `False`), and a `.view` that merges the swapped axes refuses. `.reshape` copies the elements into order when it
+# has to, as `.contiguous()` does:
+
+# %%
+t = torch.arange(6).view(2, 3)  # (2, 3); memory: 0 1 2 3 4 5
+print("t     ", tuple(t.shape), "strides", t.stride(), "contiguous:", t.is_contiguous())
+t_T = t.transpose(0, 1)  # (3, 2): the same memory, read with the strides swapped
+print("t_T   ", tuple(t_T.shape), "strides", t_T.stride(), "contiguous:", t_T.is_contiguous())
+try:
+    t_T.view(6)
+except RuntimeError as error:
+    print("t_T.view(6) refuses:", str(error).split(".")[0])
+print("t_T.reshape(6) copies into order:", t_T.reshape(6).tolist())
 
 
 # %% tags=["exercise"]
@@ -230,10 +248,11 @@ class MyMultiHeadAttention(nn.Module):
 # `course_utils.MultiHeadAttention` has the same parameter names, so it can load our module's weights
 # directly. It adds input checks with clear messages, and like `nn.MultiheadAttention` it returns a pair
 # `(output, weights)`. Unlike PyTorch's module, which computes the weights by default (averaged over the heads
-# unless told `average_attn_weights=False`), ours computes them only when asked for with `need_weights=True`, per
-# head. Otherwise (the default) it returns `None` for the weights and runs PyTorch's fused kernel
-# `F.scaled_dot_product_attention`: it computes the same output without ever storing the $T_q \times T_k$
-# weights (chapter 01, section 8), which saves memory. Both paths are checked below.
+# unless told `average_attn_weights=False`), `course_utils.MultiHeadAttention` computes them only when asked for
+# with `need_weights=True`, per head. Otherwise (the default) it returns `None` for the weights and runs PyTorch's
+# fused kernel `F.scaled_dot_product_attention` (a *kernel* is one compiled routine; *fused*, it does every step of
+# attention in one pass): it computes the same output without ever storing the $T_q \times T_k$ weights (chapter
+# 01, section 8), which saves memory. Both paths are checked below.
 #
 # PyTorch's `nn.MultiheadAttention` packs $W^Q, W^K, W^V$ into one `in_proj_weight` of shape
 # `(3 d_model, d_model)`; `MultiHeadAttention.from_torch` unpacks it. **Careful with masks:** PyTorch's
@@ -283,13 +302,15 @@ print("✓ MyMultiHeadAttention == course_utils.MultiHeadAttention (both paths) 
 # three projections, and cutting its last axis into three gives $Q$, $K$ and $V$ back.
 #
 # The maths is unchanged; the number of operations is not: one matrix product instead of three in the forward pass,
-# one weight gradient instead of three in the backward pass. On a GPU each operation costs a launch, and a small
-# model's training step can spend more time launching than computing. That stacked matrix is nanoGPT's `c_attn` and
-# PyTorch's `in_proj_weight`.
+# one weight gradient instead of three in the backward pass. On a GPU each operation costs a *launch* (the processor
+# tells the GPU to start it, a few microseconds), and a small model's training step can spend more time launching
+# than computing. That stacked matrix is the `c_attn` layer of nanoGPT (a well-known minimal GPT) and PyTorch's
+# `in_proj_weight`. Below, `F.linear(x, W, b)` computes $x W^\top + b$, what an `nn.Linear` does with its own
+# weight and bias.
 #
 # `course_utils.MultiHeadAttention` keeps the three layers and their names, and computes them this way
-# (`packed_linear`) while training, whenever `query is key is value`; cross-attention packs the memory's keys and
-# values. A training step of the course's GPT then runs about as many operations as nanoGPT's (`benchmarks/README.md`
+# (`packed_linear`) whenever gradients are being recorded (training) and `query is key is value`; cross-attention
+# packs the memory's keys and values. A training step of the course's GPT then runs about as many operations as nanoGPT's (`benchmarks/README.md`
 # counts them). Without gradients, as when generating one token at a time, copying the weights at every call would
 # cost more than it saves, so the three layers run as they are.
 
@@ -307,11 +328,18 @@ print(f"W {tuple(W.shape)} -> x W^T + b {tuple(qkv.shape)} -> q, k, v {tuple(q.s
 
 # %% [markdown]
 # From here on, later chapters use `course_utils.MultiHeadAttention`. Its checks turn the easy mistakes
-# into clear messages:
+# into clear messages: a size that does not split into heads, and a mask of shape `(B, T, T)`, without the head
+# axis, whose batch axis would line up with the heads of the scores `(B, h, T, T)` (with $B = h$, as here, it would
+# broadcast without an error, each sequence's mask applied to one head of every sequence):
 
 # %%
 try:
     MultiHeadAttention(d_model=10, n_heads=3)
+except ValueError as error:
+    print("ValueError:", error)
+x4 = torch.randn(4, 5, d_model)  # (B, T, d_model) with B = 4 = n_heads
+try:
+    MultiHeadAttention(d_model, n_heads)(x4, x4, x4, torch.ones(4, 5, 5, dtype=torch.bool))  # (B, T, T)
 except ValueError as error:
     print("ValueError:", error)
 
@@ -319,7 +347,8 @@ except ValueError as error:
 # ## 5. How many parameters?
 #
 # Four $d_{\text{model}} \times d_{\text{model}}$ matrices plus four bias vectors: $4 d_{\text{model}}^2 + 4 d_{\text{model}}$,
-# **whatever the number of heads**: more heads means more, narrower heads, not more weights.
+# **whatever the number of heads**: more heads means more, narrower heads, not more parameters. (The attention
+# *weights* do grow with $h$: one $T \times T$ matrix per head, section 1.)
 # `count_parameters(module)` from `course_utils` is the sum of `p.numel()` over the module's trainable parameters.
 
 # %%
@@ -593,8 +622,8 @@ attention_grid(one, labels(x1[0]), titles=["head 0", "head 1"], suptitle="Two he
 # every query puts nearly all of its weight there. The other head draws a diagonal just below the main one,
 # each query looking one step back, but paler: part of its weight spreads over the token itself and its
 # neighbours, as the table measured. Its first row, which has no previous token, spreads its weight too.
-# The same, interactively: in a live notebook, pick the head in the menu and hover the cells (the static
-# image below shows every head).
+# The same, interactively: in a live notebook, pick the head in the menu and hover the cells. (Where the chart
+# cannot run, as in GitHub's preview of the stored notebook, a static image of every head stands below it.)
 
 # %% tags=["nbval-ignore-output"]
 attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Two heads, two jobs")
@@ -677,7 +706,7 @@ for seed in SEEDS:
 # | merging with `reshape` before transposing back | heads and positions interleaved | `transpose(1, 2)` first, then `reshape(B, T, d_model)` |
 # | `.view` after a transpose | `RuntimeError: view size is not compatible` | `.reshape`, or `.contiguous().view` |
 # | passing our mask to `nn.MultiheadAttention` | attends exactly where it must not | torch wants True = blocked: pass `~mask` ([bug lab: bug 8](09_bug_lab.ipynb#bug-8)) |
-# | a mask without the head axis, `(B, T, T)` | its batch axis lines up with the head axis of `(B, h, T, T)`: an error when $B \neq h$ (and $B > 1$); when $B = h$, no error, and sequence $b$'s mask is applied to head $b$ of every sequence | `(B, 1, T, T)`, or `(B, 1, 1, T)` for padding |
+# | a mask without the head axis, `(B, T, T)` | its batch axis lines up with the head axis of `(B, h, T, T)`. In a hand-written module: an error when $B \neq h$ (and $B > 1$); when $B = h$, no error, and sequence $b$'s mask is applied to head $b$ of every sequence. `MultiHeadAttention` refuses it, naming both fixes | `(B, 1, T, T)`, or `(B, 1, 1, T)` for padding |
 # | `d_model % n_heads != 0` | an error (`ValueError` from `MultiHeadAttention`; in a hand-written module without a check, a `RuntimeError` from `view`); with projections sized `h * (d_model // h)` and no check, no error, and heads that together are narrower than `d_model` | pick `n_heads` among the divisors of `d_model` |
 # | a module whose `__init__` never calls `super().__init__()` | `AttributeError: cannot assign module before Module.__init__() call` at the first submodule | call `super().__init__()` first ([bug lab: bug 6](09_bug_lab.ipynb#bug-6)) |
 # | forgetting `optimizer.zero_grad()` | `backward` adds to the old gradients: each step uses the sum of all past gradients, no error | zero the gradients every step, as `train` does |
