@@ -6,6 +6,7 @@ import contextlib
 import dis
 import numbers
 import random
+import sys
 import types
 import weakref
 from collections.abc import Callable, Generator
@@ -208,15 +209,26 @@ def _code_of(answer: object) -> list[types.CodeType]:
     return [f.__code__ for f in vars(owner).values() if isinstance(getattr(f, "__code__", None), types.CodeType)]
 
 
+def _course_constant(name: str, value: object) -> bool:
+    """``name`` is one of the course's own constants with this value (``IGNORE``, imported from ``course_utils``)."""
+    modules = [m for n, m in sys.modules.items() if n == "course_utils" or n.startswith("course_utils.")]
+    return any(
+        type(own := getattr(m, name, None)) is type(value) and (own is value or own == value)  # pyright: ignore[reportUnknownArgumentType]
+        for m in modules
+    )
+
+
 def notebook_values_read(answer: object) -> dict[str, str]:
     """The numbers and tensors a student's function (or class) reads from its module's globals, a notebook's
     variables, each said as text by name (``{"d_k": "= 4"}``, ``{"x": "(a tensor of shape (2, 5))"}``): a size left
-    over from a cell above, which the checker's other inputs do not share. The grader's stand-in for an answer in
-    another process carries what that process read (``notebook_values``)."""
+    over from a cell above, which the checker's other inputs do not share. The functions of that module it calls are
+    read too (its own ``attention``, called by its module); the course's constants (``IGNORE``) are not counted.
+    The grader's stand-in for an answer in another process carries what that process read (``notebook_values``)."""
     carried = getattr(answer, "notebook_values", None)
     if isinstance(carried, dict):
         return {str(k): str(v) for k, v in list(carried.items())[:8]}  # pyright: ignore[reportUnknownVariableType]
-    if str(getattr(answer, "__module__", None) or "").startswith(("course_utils", "torch")):
+    module = str(getattr(answer, "__module__", None) or "")
+    if module.startswith(("course_utils", "torch")):
         return {}  # the course's own code, or PyTorch's: not the student's
     owner = answer if isinstance(answer, type) else type(answer)
     codes = _code_of(answer)
@@ -225,14 +237,22 @@ def notebook_values_read(answer: object) -> dict[str, str]:
     if not isinstance(scope, dict):
         return {}
     read: dict[str, str] = {}
+    seen: set[types.CodeType] = set()
     while codes:
         code = codes.pop()
+        if code in seen:
+            continue
+        seen.add(code)
         for instruction in dis.get_instructions(code):
             name = instruction.argval
             if instruction.opname not in ("LOAD_GLOBAL", "LOAD_NAME") or not isinstance(name, str):
                 continue
             value = scope.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            if isinstance(value, Tensor):
+            if callable(value) and getattr(value, "__module__", None) == module:  # the notebook's own helper
+                codes += _code_of(value)
+            elif _course_constant(name, value):
+                continue
+            elif isinstance(value, Tensor):
                 read[name] = f"(a tensor of shape {tuple(value.shape)})"
             elif isinstance(value, numbers.Real) and not isinstance(value, bool):
                 read[name] = f"= {value!r}"

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from helpers import attention_steps, verdict
 
-from course_utils import causal_mask, padding_mask, sinusoidal_encoding
+from course_utils import IGNORE, causal_mask, padding_mask, sinusoidal_encoding
 from course_utils.checks import (
     check_causal_mask,
     check_label_smoothing,
@@ -212,6 +212,14 @@ def attention_with_the_notebooks_d_k(query, key, value, mask=None):
     return scores.softmax(-1) @ value
 
 
+def attention_through_a_helper(query, key, value, mask=None):
+    return attention_with_the_notebooks_d_k(query, key, value, mask)  # the stale d_k is in the helper it calls
+
+
+def causal_mask_reading_a_course_constant(size):
+    return torch.ones(size, size).tril() * IGNORE  # wrong, and IGNORE is the course's: not the notebook's to blame
+
+
 class SplitWithTheNotebooksTensor(torch.nn.Module):
     def forward(self, x, n_heads):
         return demo_queries.view(2, 5, n_heads, -1).transpose(1, 2)
@@ -222,7 +230,11 @@ def test_a_failed_answer_that_reads_the_notebooks_numbers_is_told_which(capsys):
     test module's), in the notebook and across the grader's link; an answer that reads none gets no such note, nor
     does one that passes."""
     ok, out = verdict(check_scaled_dot_product_attention, attention_with_the_notebooks_d_k, capsys)
-    assert not ok and "Your code reads d_k = 4 from the notebook, not from its arguments" in out, out
+    assert not ok and ". Your code reads d_k = 4 from the notebook rather than from its arguments" in out, out
+    ok, out = verdict(check_scaled_dot_product_attention, attention_through_a_helper, capsys)
+    assert not ok and "reads d_k = 4 from the notebook" in out, out
+    ok, out = verdict(check_causal_mask, causal_mask_reading_a_course_constant, capsys)
+    assert not ok and "from the notebook" not in out, out
     ok, out = verdict(check_split_heads, SplitWithTheNotebooksTensor(), capsys)
     assert not ok and "demo_queries (a tensor of shape (2, 5, 4))" in out, out
     ok, out = verdict(check_scaled_dot_product_attention, lambda q, k, v, mask=None: q, capsys)

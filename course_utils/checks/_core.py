@@ -491,8 +491,9 @@ def _values_read_note(answers: list[Any]) -> str:
         return ""
     said = ", ".join(f"{name} {value}" for name, value in sorted(read.items()))
     return (
-        f" (Your code reads {said} from the notebook, not from its arguments, and the checker's inputs are not the "
-        "notebook's: a value that depends on them is taken from them, such as a size from x.size(...).)"
+        f". Your code reads {said} from the notebook rather than from its arguments, and the checker calls it with "
+        "other inputs than the notebook's: if one of these should follow the inputs, compute it from them (a size "
+        "with .size(-1) or len(...), for example)."
     )
 
 
@@ -507,8 +508,8 @@ def verdict(run: Callable[[], str], name: str | None = None) -> Verdict:
     except NotYet as e:
         message = "❌ " + (str(e) or "your answer differs from the reference")
         status = "not attempted" if isinstance(e, NotWritten) else "fail"
-        if status == "fail":
-            message += _values_read_note(_ANSWERS.get() or [])
+        if status == "fail" and (note := _values_read_note(_ANSWERS.get() or [])):
+            message = message.rstrip(". ") + note
     except Exception as e:  # an answer the checker could not test (never an exception in the student's notebook)
         message = f"❌ this answer could not be tested: {type(e).__name__}: {e}"
         status = "fail"

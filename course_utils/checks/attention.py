@@ -345,8 +345,8 @@ def _on_a_gpu(fn: Callable[..., Any]) -> None:
     if not (isinstance(half, Tensor) and half.shape == expected.shape and half.isfinite().all()
             and torch.allclose(half.float(), expected, atol=0.1)):  # fmt: skip
         raise NotYet(
-            "right in float32, not in bfloat16 (what a GPU computes in): keep every step in the inputs' dtype, and "
-            'hide scores with float("-inf") or torch.finfo(scores.dtype).min'
+            "right in float32, not in bfloat16 (what a GPU computes in): hide scores with "
+            'float("-inf") or torch.finfo(scores.dtype).min, and return the result in the inputs\' dtype'
         )
 
 

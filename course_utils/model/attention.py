@@ -343,7 +343,7 @@ class MultiHeadAttention(nn.Module):
                 f"mask of shape {tuple(mask.shape)} has 3 axes: its first would line up with the {self.n_heads} "
                 "heads of the scores (B, h, T_q, T_k), not with the batch. One mask per sequence: mask[:, None], "
                 "(B, 1, T_q, T_k); one per head: mask[None], (1, h, T_q, T_k). (nn.MultiheadAttention reads a 3-axis "
-                "mask as (B * h, T_q, T_k).)"
+                "mask as (B * h, T_q, T_k), True = blocked: from one, (~mask).view(B, h, T_q, T_k).)"
             )
         if is_causal and not cached and T_q != T_k:
             raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")

@@ -166,7 +166,7 @@ print("Q, K:", tuple(Q.shape), tuple(K.shape), "= (T, d_k);  V:", tuple(V.shape)
 d_k = Q.size(-1)
 scores = Q @ K.T  # (T, d_k) @ (d_k, T) -> (T, T)
 weights = torch.softmax(scores / math.sqrt(d_k), dim=-1)  # (T, T): row i = how token i spreads its attention
-output = weights @ V  # (T, T) @ (T, d_k) -> (T, d_k)
+output = weights @ V  # (T, T) @ (T, d_v) -> (T, d_v)
 
 print("scores", tuple(scores.shape), "-> weights", tuple(weights.shape), "-> output", tuple(output.shape))
 print("every row sums to 1:", torch.allclose(weights.sum(dim=-1), torch.ones(len(tokens))))
@@ -254,9 +254,9 @@ fig
 #
 # The right panel measures how much the weights can still move. Differentiating $p_j = e^{s_j} / \sum_m e^{s_m}$
 # with respect to its own score gives $\partial p_j / \partial s_j = p_j (1 - p_j)$: the **slope** of weight $j$.
-# Training changes the scores through these slopes, so their sum over a row, $\sum_j p_j (1 - p_j)$, says how
-# much gradient reaches the scores (the cross terms, $\partial p_j / \partial s_m = -p_j p_m$, shrink alike). A
-# weight near 0 or near 1 has a slope near 0. Unscaled, the slope collapses towards 0 (right: from 0.709 to
+# The gradient reaches the scores through these slopes, so their sum over a row, $\sum_j p_j (1 - p_j)$, says how
+# much of it gets there. (The cross terms, $\partial p_j / \partial s_m = -p_j p_m$ for $m \neq j$, add up in size
+# to the same sum, since $\sum_{m \neq j} p_m = 1 - p_j$.) A weight near 0 or near 1 has a slope near 0. Unscaled, the slope collapses towards 0 (right: from 0.709 to
 # 0.056): a **saturated** softmax barely learns. Dividing by $\sqrt{d_k}$ (squares) brings the variance back to 1 for every $d_k$,
 # keeps the largest weight near 0.25 and the slope near 0.87: the weights stay spread out and the gradients
 # alive. That is the reason for the $\sqrt{d_k}$ in

@@ -117,17 +117,12 @@ print(f"one Linear({d_model}, {d_model}) = {n_heads} heads of d_k = {d_k}: head 
 #
 # ![Shapes through multi-head attention: project, view as heads, transpose, attend, transpose back, merge, project](../images/multi_head_shapes.png)
 #
-# Write the two bookkeeping steps yourself first (the cell after them walks through each step, if you get stuck).
-# `split_heads(x, n_heads)` takes the projected `(B, T, d_model)` to `(B, h, T, d_k)`: it views the last axis as
-# $h$ blocks of $d_k$ features (head $i$ owns block $i$, as in section 2), then moves the head axis in front of
-# $T$. `merge_heads(x)` undoes it, from `(B, h, T, d_k)` back to `(B, T, h * d_k)`, the heads' outputs side by side.
-#
-# One thing to know first: **`.view` and `.reshape` after a transpose.** A tensor is a block of memory read with
-# *strides*, how many elements to step along each axis (`x.stride()`). `.view` only changes how the same block is
-# read, so it needs the elements in memory in the order the new shape reads them. `.transpose` moves no element:
-# it swaps two strides, so the rows it returns are no longer one after another in memory (`x.is_contiguous()` is
-# `False`), and a `.view` that merges the swapped axes refuses. `.reshape` copies the elements into order when it
-# has to, as `.contiguous()` does:
+# **`.view` and `.reshape` after a transpose.** A tensor is a block of memory read with *strides*, how many
+# elements to step along each axis (`x.stride()`). `.view` only changes how the same block is read, so it needs the
+# elements in memory in the order the new shape reads them. `.transpose` moves no element: it swaps two strides, so
+# the elements are no longer in that order (`x.is_contiguous()` is `False`). A `.view` that merges an axis the
+# transpose moved with its neighbour then refuses: merging the heads axis with `d_k` after `merge_heads`'
+# transpose is such a merge. `.reshape` copies the elements into order when it has to, as `.contiguous()` does:
 
 # %%
 t = torch.arange(6).view(2, 3)  # (2, 3); memory: 0 1 2 3 4 5
@@ -139,6 +134,12 @@ try:
 except RuntimeError as error:
     print("t_T.view(6) refuses:", str(error).split(".")[0])
 print("t_T.reshape(6) copies into order:", t_T.reshape(6).tolist())
+
+# %% [markdown]
+# Now write the two bookkeeping steps yourself (the cell after them walks through each step, if you get stuck).
+# `split_heads(x, n_heads)` takes the projected `(B, T, d_model)` to `(B, h, T, d_k)`: it views the last axis as
+# $h$ blocks of $d_k$ features (head $i$ owns block $i$, as in section 2), then moves the head axis in front of
+# $T$. `merge_heads(x)` undoes it, from `(B, h, T, d_k)` back to `(B, T, h * d_k)`, the heads' outputs side by side.
 
 
 # %% tags=["exercise"]
@@ -245,7 +246,7 @@ class MyMultiHeadAttention(nn.Module):
 # %% [markdown]
 # ### Equal to `course_utils` and to PyTorch
 #
-# `course_utils.MultiHeadAttention` has the same parameter names, so it can load our module's weights
+# `course_utils.MultiHeadAttention` has the same parameter names, so it can load our module's parameters
 # directly. It adds input checks with clear messages, and like `nn.MultiheadAttention` it returns a pair
 # `(output, weights)`. Unlike PyTorch's module, which computes the weights by default (averaged over the heads
 # unless told `average_attn_weights=False`), `course_utils.MultiHeadAttention` computes them only when asked for
@@ -302,15 +303,15 @@ print("✓ MyMultiHeadAttention == course_utils.MultiHeadAttention (both paths) 
 # three projections, and cutting its last axis into three gives $Q$, $K$ and $V$ back.
 #
 # The maths is unchanged; the number of operations is not: one matrix product instead of three in the forward pass,
-# one weight gradient instead of three in the backward pass. On a GPU each operation costs a *launch* (the processor
+# one weight gradient instead of three in the backward pass. On a GPU each operation costs a *launch* (the CPU
 # tells the GPU to start it, a few microseconds), and a small model's training step can spend more time launching
 # than computing. That stacked matrix is the `c_attn` layer of nanoGPT (a well-known minimal GPT) and PyTorch's
 # `in_proj_weight`. Below, `F.linear(x, W, b)` computes $x W^\top + b$, what an `nn.Linear` does with its own
 # weight and bias.
 #
 # `course_utils.MultiHeadAttention` keeps the three layers and their names, and computes them this way
-# (`packed_linear`) whenever gradients are being recorded (training) and `query is key is value`; cross-attention
-# packs the memory's keys and values. A training step of the course's GPT then runs about as many operations as nanoGPT's (`benchmarks/README.md`
+# (`packed_linear`) whenever gradients are on (`torch.is_grad_enabled()`, as in training) and `query is key is
+# value`; cross-attention packs the memory's keys and values. A training step of the course's GPT then runs about as many operations as nanoGPT's (`benchmarks/README.md`
 # counts them). Without gradients, as when generating one token at a time, copying the weights at every call would
 # cost more than it saves, so the three layers run as they are.
 
@@ -328,9 +329,9 @@ print(f"W {tuple(W.shape)} -> x W^T + b {tuple(qkv.shape)} -> q, k, v {tuple(q.s
 
 # %% [markdown]
 # From here on, later chapters use `course_utils.MultiHeadAttention`. Its checks turn the easy mistakes
-# into clear messages: a size that does not split into heads, and a mask of shape `(B, T, T)`, without the head
-# axis, whose batch axis would line up with the heads of the scores `(B, h, T, T)` (with $B = h$, as here, it would
-# broadcast without an error, each sequence's mask applied to one head of every sequence):
+# into clear messages. Two of them: a size that does not split into heads, and a mask of shape `(B, T, T)`, without
+# the head axis. Its batch axis would line up with the heads of the scores `(B, h, T, T)`; with $B = h$, as here,
+# it would broadcast without an error, each sequence's mask applied to one head of every sequence:
 
 # %%
 try:
@@ -508,7 +509,7 @@ assert loss.item() < first_loss, "the loss should fall"
 #
 # Which format: bfloat16 where the GPU computes it natively; on one without it, such as Colab's free T4, float16 with
 # a **gradient scaler**; on GPUs older than that, float32. Where it is not bfloat16, `train` says which in one line
-# before its progress bar (once per kernel). Softmax, normalisation and the loss stay in float32, and so do the
+# before its progress bar (once per Jupyter kernel). Softmax, normalisation and the loss stay in float32, and so do the
 # weights and their gradients. float16 keeps full precision only down to about 6e-5 and holds nothing below about
 # 6e-8, so tiny gradients would vanish: the scaler multiplies the loss by a large factor before the backward pass (and
 # so every gradient), divides the gradients back before clipping, and skips a step whose gradients overflowed,
@@ -622,8 +623,9 @@ attention_grid(one, labels(x1[0]), titles=["head 0", "head 1"], suptitle="Two he
 # every query puts nearly all of its weight there. The other head draws a diagonal just below the main one,
 # each query looking one step back, but paler: part of its weight spreads over the token itself and its
 # neighbours, as the table measured. Its first row, which has no previous token, spreads its weight too.
-# The same, interactively: in a live notebook, pick the head in the menu and hover the cells. (Where the chart
-# cannot run, as in GitHub's preview of the stored notebook, a static image of every head stands below it.)
+# The same, interactively: in a live notebook, pick the head in the menu and hover the cells. (The stored
+# complete edition also keeps a static image of every head below the chart, for viewers where it cannot run, such
+# as GitHub's.)
 
 # %% tags=["nbval-ignore-output"]
 attention_chart(one, labels(x1[0]), head_names=["head 0", "head 1"], title="Two heads, two jobs")
