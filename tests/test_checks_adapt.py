@@ -130,6 +130,21 @@ def tree_longest_left_token(token, ranks):  # greedy: the longest prefix that is
     return tree_longest_left_token(token[:i], ranks), tree_longest_left_token(token[i:], ranks)
 
 
+def tree_longest_left_half(token, ranks):  # the longest prefix that starts some merge, whether or not this one
+    if len(token) == 1:
+        return token
+    i = max(i for i in range(1, len(token)) if any(a == token[:i] for a, _ in ranks))
+    return tree_longest_left_half(token[:i], ranks), tree_longest_left_half(token[i:], ranks)
+
+
+def tree_cut_in_the_middle(token, ranks):  # a cut by length, not by the merges
+    if len(token) == 1:
+        return token
+    return tree_cut_in_the_middle(token[: len(token) // 2], ranks), tree_cut_in_the_middle(
+        token[len(token) // 2 :], ranks
+    )
+
+
 def tree_last_merge_only(token, ranks):
     return next((a, b) for a, b in ranks if a + b == token) if len(token) > 1 else token
 
@@ -194,6 +209,14 @@ def lora_raschka(x, base, A, B, alpha):  # LLMs-from-scratch's LoRALayer keeps A
 
 def lora_merged(x, base, A, B, alpha):  # the update merged into the weight first
     return F.linear(x, base.weight + alpha / A.size(0) * B @ A, base.bias)
+
+
+def lora_for_matrices_only(x, base, A, B, alpha):  # right on (N, in), as torch.mm wants; a model passes (B, T, in)
+    return base(x) + alpha / A.size(0) * torch.mm(torch.mm(x, A.T), B.T)
+
+
+def lora_times_ba(x, base, A, B, alpha):  # B @ A is (out, in): x needs its transpose
+    return base(x) + alpha / A.size(0) * (x @ (B @ A))
 
 
 def lora_unscaled(x, base, A, B, alpha):
@@ -502,6 +525,8 @@ VERDICTS = [
         wrong=[
             (tree_first_cut_into_tokens, "is cut as 'Ġ' + 'the': both are tokens, but ('Ġ', 'the') is not a merge"),
             (tree_longest_left_token, "is cut as 'Ġth' + 'e': both are tokens"),
+            (tree_longest_left_half, "is cut as 'Ġth' + 'e': both are tokens, but ('Ġth', 'e') is not a merge"),
+            (tree_cut_in_the_middle, "'Ġlower' is cut as 'Ġlo' + 'wer', but ('Ġlo', 'wer') is not a merge in ranks"),
             (tree_last_merge_only, "the last merge only"),
             (tree_characters, "its characters side by side"),
             (tree_leaf_in_a_tuple, "a leaf, returned as itself"),
@@ -516,6 +541,8 @@ VERDICTS = [
         right=[lora_forward, lora_peft, lora_raschka, lora_merged],
         wrong=[
             (lora_unscaled, "the update is not scaled"),
+            (lora_for_matrices_only, "x here is (2, 5, 6), (B, T, in), a batch of sequences"),
+            (lora_times_ba, "The update is x @ A.T @ B.T"),
             (lora_inverse_scale, "the scale is r / alpha"),
             (lora_alpha_only, "the scale is alpha;"),
             (lora_no_bias, "bias is missing"),

@@ -4,6 +4,7 @@ the loss mask of an instruction and of a conversation, bytes decoded as a stream
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
@@ -134,6 +135,17 @@ def _cut_into_tokens(token: str, ranks: dict[tuple[str, str], int], from_right: 
     return token
 
 
+def _first_non_merge(tree: Any, ranks: dict[tuple[str, str], int]) -> tuple[str, str, str] | None:
+    """The first node of ``tree`` (from the root) whose two parts are no merge in ``ranks``: (the node's token, its
+    left part, its right part); None if every pair is a merge."""
+    if isinstance(tree, str):
+        return None
+    a, b = _leaves(tree[0]), _leaves(tree[1])
+    if (a, b) not in ranks:
+        return a + b, a, b
+    return _first_non_merge(tree[0], ranks) or _first_non_merge(tree[1], ranks)
+
+
 def check_merge_tree(fn: Callable[..., Any]) -> Verdict:
     """``fn(token, ranks)``: the token's merge tree, as ``merge_tree`` builds it."""
 
@@ -178,14 +190,23 @@ def check_merge_tree(fn: Callable[..., Any]) -> Verdict:
                 f"not make {token!r} from them. Of the ways to cut a token in two, keep the one whose pair is in ranks "
                 f"(here {top[0]!r} + {top[1]!r})"
             )
-        if len(got) == 2 and _leaves(got) == token:  # pyright: ignore[reportUnknownArgumentType]
-            raise NotYet(f"{token!r} gives {got}; expected {expected}: every pair in the tree is a merge in ranks")
+        wrong = _first_non_merge(got, ranks) if _leaves(got) == token else None
+        if wrong is not None:
+            node, a, b = wrong
+            right = merge_tree(node, ranks)
+            made = "" if isinstance(right, str) else f" (here {_leaves(right[0])!r} + {_leaves(right[1])!r})"
+            raise NotYet(
+                f"{token!r} gives {got}: {node!r} is cut as {a!r} + {b!r}, but ({a!r}, {b!r}) is not a merge in "
+                f"ranks, so GPT-2 did not make {node!r} from them. Of the ways to cut a token in two, keep the one "
+                f"whose pair is in ranks{made}"
+            )
         raise NotYet(f"{token!r} gives {got}; expected {expected}")
 
     def run() -> str:
+        # 'Ġth' starts a merge and begins 'Ġthe', which is not made from it
         ranks = {
             ("h", "e"): 0, ("Ġ", "t"): 1, ("Ġt", "he"): 2, ("t", "he"): 3, ("Ġt", "h"): 4, ("l", "o"): 5,
-            ("lo", "w"): 6, ("e", "r"): 7, ("Ġ", "low"): 8, ("Ġlow", "er"): 9,
+            ("lo", "w"): 6, ("e", "r"): 7, ("Ġ", "low"): 8, ("Ġlow", "er"): 9, ("a", "t"): 10, ("Ġth", "at"): 11,
         }  # fmt: skip
         return each_case(
             one,
@@ -220,7 +241,16 @@ def check_lora_forward(fn: Callable[..., Any]) -> Verdict:
         with torch.no_grad():
             expected = lora_forward(x, base, A, B, alpha)  # before the answer runs: it may change base
             frozen = {name: p.detach().clone() for name, p in base.named_parameters()}
-            got = call(fn, x, base, A, B, alpha)
+            try:
+                got = call(fn, x, base, A, B, alpha)
+            except NotYet as e:
+                if re.search(r"must be a matrix|shapes cannot be multiplied|size mismatch|must match", str(e)):
+                    raise NotYet(
+                        f"{e}: x here is {tuple(x.shape)}, (B, T, in), a batch of sequences as a model passes it, A "
+                        f"{tuple(A.shape)} = (r, in) and B {tuple(B.shape)} = (out, r). The update is x @ A.T @ B.T: "
+                        "@ keeps x's leading axes (torch.mm takes matrices only)"
+                    ) from None
+                raise
             changed = [name for name, p in base.named_parameters() if not torch.equal(p, frozen[name])]
             if changed:
                 raise NotYet(
