@@ -502,6 +502,11 @@ def stream_at_the_end(chunks):
     return [""] * (len(chunks) - 1) + [b"".join(chunks).decode("utf-8")]
 
 
+def stream_text_so_far(chunks):  # each string the whole text decoded so far, not the new part
+    decoded = stream_decode(chunks)
+    return ["".join(decoded[: k + 1]) for k in range(len(chunks))]
+
+
 def stream_strict(chunks):
     return [chunk.decode("utf-8") for chunk in chunks]
 
@@ -602,6 +607,7 @@ VERDICTS = [
             (stream_strict, "keep its last bytes for the next chunk"),
             (stream_last_byte_held, "as soon as its last byte arrives"),
             (stream_all_or_nothing, "as soon as its last byte arrives"),
+            (stream_text_so_far, "each string is the whole text so far"),
             (todo, "not written yet"),
         ],
     ),

@@ -342,6 +342,7 @@ MEAN_WRONG = [
     ("mean over the padding", lambda x, m: mean_solution(x, ~m), "in this course True means *may attend*"),
     ("keepdim", lambda x, m: mean_solution(x, m)[:, None], "keepdim"),
     ("one mean for the batch", lambda x, m: x[m].mean(dim=0), "one mean over the whole batch"),
+    ("over the features", lambda x, m: (x * m[..., None]).sum(-1) / m.sum(1, keepdim=True), "ran over the features"),
     ("mask not unsqueezed", lambda x, m: (x * m).sum(1) / m.sum(1, keepdim=True), "needs a trailing axis"),
     ("count without keepdim", lambda x, m: (x * m[..., None]).sum(1) / m.sum(1), "mask.sum(dim=1, keepdim=True)"),
     ("assumes right padding", mean_of_first_positions, "not always at the start"),

@@ -509,6 +509,12 @@ def check_stream_decode(fn: Callable[..., Any]) -> Verdict:
             raise NotYet(
                 f'{len(got)} strings for {len(chunks)} chunks: return one per chunk, "" when it completes none'
             )
+        so_far = ["".join(expected[: k + 1]) for k in range(len(expected))]
+        if got == so_far and got != expected:
+            raise NotYet(
+                f"each string is the whole text so far ({got[-1]!r} for the last chunk): return only what each chunk "
+                "adds, the characters it completes, so that the pieces join to the text once"
+            )
         if shown != text:
             raise NotYet(
                 f"the pieces join to {shown!r}, not the text {text!r}: "

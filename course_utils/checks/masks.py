@@ -311,6 +311,11 @@ def check_masked_mean(fn: Callable[..., Any]) -> Verdict:
             )
         if isinstance(got, Tensor) and got.shape == (B, 1, d):
             raise NotYet("shape (B, 1, d): pool over dim=1 without keepdim=True, so that the T axis goes away")
+        if isinstance(got, Tensor) and got.shape == (B, T) != expected.shape:
+            raise NotYet(
+                f"shape (B, T) = {(B, T)}: the sum or mean ran over the features, the last axis; a sequence's mean "
+                "runs over its tokens, dim=1, and keeps the d features: (B, d)"
+            )
         if isinstance(got, Tensor) and got.shape == (d,):
             raise NotYet(
                 f"shape ({d},): one mean over the whole batch (x[mask] puts every sequence's tokens together); "
