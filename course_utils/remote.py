@@ -234,7 +234,10 @@ class KernelSide:
             names = code_names(value)  # with those of the functions and lambdas defined in it
             scope = getattr(value, "__globals__", {})
             description["names"] = sorted(names)
-            description["notebook_values"] = notebook_values_read(value)  # the notebook's numbers it reads, as text
+            try:  # the notebook's numbers it reads, as text: a hint for a failed verdict, never a reason to fail
+                description["notebook_values"] = notebook_values_read(value)
+            except Exception:
+                description["notebook_values"] = {}
             description["aliases"] = {
                 name: known for name in names for known, f in LIBRARY.items() if scope.get(name) is f
             }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dis
+import inspect
 import numbers
 import random
 import sys
@@ -200,63 +201,79 @@ def code_names(fn: object) -> set[str]:
     return names
 
 
-def _code_of(answer: object) -> list[types.CodeType]:
-    """The code of a function, or of the methods a class defines (for a class, or an object built from one)."""
-    code = getattr(answer, "__code__", None)
-    if isinstance(code, types.CodeType):
-        return [code]
+def _students_functions(answer: object) -> list[types.FunctionType]:
+    """The functions of a student's answer, each with its own globals: a function (unwrapped from decorators such as
+    ``@torch.no_grad()``), a bound method's, or for a class (or an object built from one) the methods, static and
+    class methods that it and its bases define, leaving out the classes of PyTorch and of the course."""
+    answer = getattr(answer, "__func__", answer)  # a bound method, a staticmethod or classmethod object
+    if isinstance(answer, types.FunctionType):
+        unwrapped = inspect.unwrap(answer)
+        return [unwrapped] if isinstance(unwrapped, types.FunctionType) else []
     owner = answer if isinstance(answer, type) else type(answer)
-    return [f.__code__ for f in vars(owner).values() if isinstance(getattr(f, "__code__", None), types.CodeType)]
+    found: list[types.FunctionType] = []
+    for cls in owner.__mro__:
+        if cls.__module__.startswith(("builtins", "torch", "course_utils")):
+            continue
+        for entry in vars(cls).values():
+            entry = getattr(entry, "__func__", entry)
+            if isinstance(entry, types.FunctionType):
+                found += _students_functions(entry)
+    return found
 
 
-def _course_constant(name: str, value: object) -> bool:
-    """``name`` is one of the course's own constants with this value (``IGNORE``, imported from ``course_utils``)."""
-    modules = [m for n, m in sys.modules.items() if n == "course_utils" or n.startswith("course_utils.")]
-    return any(
-        type(own := getattr(m, name, None)) is type(value) and (own is value or own == value)  # pyright: ignore[reportUnknownArgumentType]
-        for m in modules
-    )
+def _imported(name: str, value: object, own: str) -> bool:
+    """``value`` is another module's ``name`` (``from math import pi``, ``from course_utils import IGNORE``): not a
+    variable of the notebook's own. Small ints are shared objects, so for them only the course's names count."""
+    if isinstance(value, int) and -5 <= value <= 256:
+        course = sys.modules.get("course_utils")
+        return course is not None and vars(course).get(name) is value
+    return any(vars(m).get(name) is value for n, m in list(sys.modules.items()) if n != own and hasattr(m, "__dict__"))
+
+
+def _said(value: object) -> str | None:
+    """A number or tensor as the note says it: ``= 4``, ``= 0.5``, ``(a tensor of shape (2, 5))``; None otherwise."""
+    if isinstance(value, Tensor):
+        return f"= {value.item()!r} (a 0-d tensor)" if value.dim() == 0 else f"(a tensor of shape {tuple(value.shape)})"
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return f"= {int(value)!r}"
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return f"= {float(value)!r}"
+    return None
 
 
 def notebook_values_read(answer: object) -> dict[str, str]:
     """The numbers and tensors a student's function (or class) reads from its module's globals, a notebook's
     variables, each said as text by name (``{"d_k": "= 4"}``, ``{"x": "(a tensor of shape (2, 5))"}``): a size left
     over from a cell above, which the checker's other inputs do not share. The functions of that module it calls are
-    read too (its own ``attention``, called by its module); the course's constants (``IGNORE``) are not counted.
-    The grader's stand-in for an answer in another process carries what that process read (``notebook_values``)."""
+    read too (its own ``attention``, called by its module); values imported from elsewhere (``IGNORE``, ``math.pi``)
+    are not counted. The grader's stand-in for an answer in another process carries what that process read
+    (``notebook_values``)."""
     carried = getattr(answer, "notebook_values", None)
     if isinstance(carried, dict):
-        return {str(k): str(v) for k, v in list(carried.items())[:8]}  # pyright: ignore[reportUnknownVariableType]
-    module = str(getattr(answer, "__module__", None) or "")
-    if module.startswith(("course_utils", "torch")):
+        return {str(k): str(v) for k, v in carried.items()}  # pyright: ignore[reportUnknownVariableType]
+    if str(getattr(answer, "__module__", None) or "").startswith(("course_utils", "torch")):
         return {}  # the course's own code, or PyTorch's: not the student's
-    owner = answer if isinstance(answer, type) else type(answer)
-    codes = _code_of(answer)
-    scopes = [getattr(getattr(owner, n, None), "__globals__", None) for n in ("forward", "__init__", "__call__")]
-    scope = getattr(answer, "__globals__", None) or next((g for g in scopes if isinstance(g, dict)), None)
-    if not isinstance(scope, dict):
-        return {}
     read: dict[str, str] = {}
-    seen: set[types.CodeType] = set()
-    while codes:
-        code = codes.pop()
-        if code in seen:
-            continue
-        seen.add(code)
-        for instruction in dis.get_instructions(code):
-            name = instruction.argval
-            if instruction.opname not in ("LOAD_GLOBAL", "LOAD_NAME") or not isinstance(name, str):
+    functions, seen = _students_functions(answer), set[types.CodeType]()
+    while functions:
+        function = functions.pop()
+        scope, own = function.__globals__, function.__module__
+        codes = [function.__code__]
+        while codes:
+            code = codes.pop()
+            if code in seen:
                 continue
-            value = scope.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            if callable(value) and getattr(value, "__module__", None) == module:  # the notebook's own helper
-                codes += _code_of(value)
-            elif _course_constant(name, value):
-                continue
-            elif isinstance(value, Tensor):
-                read[name] = f"(a tensor of shape {tuple(value.shape)})"
-            elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-                read[name] = f"= {value!r}"
-        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+            seen.add(code)
+            for instruction in dis.get_instructions(code):
+                name = instruction.argval
+                if instruction.opname not in ("LOAD_GLOBAL", "LOAD_NAME") or not isinstance(name, str):
+                    continue
+                value = scope.get(name)
+                if getattr(value, "__module__", None) == own and (callable(value) or isinstance(value, type)):
+                    functions += _students_functions(value)  # the notebook's own helper, or class
+                elif (said := _said(value)) is not None and not _imported(name, value, own):
+                    read[name] = said
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return read
 
 

@@ -78,7 +78,8 @@ def test_a_mask_that_does_not_broadcast_is_rejected():
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_multi_head_attention_refuses_a_mask_whose_batch_axis_would_meet_the_heads(need_weights):
     """A (B, T, T) mask lines B up with the heads of (B, h, T, T): with B == h it would broadcast, each sequence's
-    mask applied to one head of every sequence. The module refuses any 3-axis mask but (1, T, T), naming both fixes."""
+    mask applied to one head of every sequence. The module refuses a 3-axis mask whose first axis is the batch's (B > 1),
+    naming both fixes; (1, T, T) and a per-head (h, T, T) with B != h broadcast as they should."""
     mha = MultiHeadAttention(16, 4)
     x = torch.randn(4, 5, 16)  # B = h = 4
     per_sequence = torch.rand(4, 5, 5) > 0.3
@@ -88,6 +89,9 @@ def test_multi_head_attention_refuses_a_mask_whose_batch_axis_would_meet_the_hea
     out, _ = mha(x, x, x, per_sequence[:, None], need_weights=need_weights)
     shared, _ = mha(x, x, x, per_sequence[:1], need_weights=need_weights)  # one mask for every sequence: (1, T, T)
     torch.testing.assert_close(shared[:1], out[:1])
+    x3 = torch.randn(3, 5, 16)  # B = 3 != h: a (h, T, T) mask is one per head, as broadcasting reads it
+    per_head, _ = mha(x3, x3, x3, per_sequence, need_weights=need_weights)
+    torch.testing.assert_close(per_head, mha(x3, x3, x3, per_sequence[None], need_weights=need_weights)[0])
 
 
 def test_mismatched_shapes_are_rejected():

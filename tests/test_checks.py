@@ -1,13 +1,14 @@
 """Each checker accepts the reference, and names the classic mistakes."""
 
 import math
+from math import pi
 
 import pytest
 import torch
 import torch.nn.functional as F
 from helpers import attention_steps, verdict
 
-from course_utils import IGNORE, causal_mask, padding_mask, sinusoidal_encoding
+from course_utils import IGNORE, MultiHeadAttention, causal_mask, padding_mask, sinusoidal_encoding
 from course_utils.checks import (
     check_causal_mask,
     check_label_smoothing,
@@ -241,3 +242,35 @@ def test_a_failed_answer_that_reads_the_notebooks_numbers_is_told_which(capsys):
     assert not ok and "from the notebook" not in out, out
     ok, out = verdict(check_scaled_dot_product_attention, attention_steps, capsys)
     assert ok and "from the notebook" not in out, out
+
+
+@torch.no_grad()
+def decorated_reader(x):
+    return x * d_k
+
+
+class OwnAttention(MultiHeadAttention):  # a subclass of the course's module, with methods of its own
+    def split(self, x):
+        return x.view(*x.shape[:2], -1, d_k)
+
+    @staticmethod
+    def scale():
+        return pi * demo_queries.sum() + zero_d  # pi is imported: not the notebook's
+
+
+zero_d = torch.tensor(0.5)
+
+
+def test_the_values_read_are_found_through_decorators_subclasses_and_static_methods():
+    """Whatever way the answer is written, its reads of the notebook's variables are found in its own code (with the
+    module's globals it was written in), and values imported from elsewhere (math.pi, the course's IGNORE) are not."""
+    from course_utils.utils import notebook_values_read
+
+    assert notebook_values_read(decorated_reader) == {"d_k": "= 4"}
+    assert notebook_values_read(OwnAttention(16, 4)) == {
+        "d_k": "= 4",
+        "demo_queries": "(a tensor of shape (2, 5, 4))",
+        "zero_d": "= 0.5 (a 0-d tensor)",
+    }
+    assert notebook_values_read(lambda: pi + IGNORE) == {}
+    assert notebook_values_read(MultiHeadAttention(16, 4)) == {}  # the course's own class

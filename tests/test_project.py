@@ -4,6 +4,7 @@ import base64
 import fnmatch
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import tomllib
@@ -179,8 +180,9 @@ def test_torch_cpu_installs_pytorchs_cpu_build_before_the_course(tmp_path):
     course's install then keeps it. Without TORCH, no other index; another value is refused, saying what to write."""
 
     def dry_run(*settings: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("TORCH", "TORCH_INDEX")}  # the defaults, whatever set
         return subprocess.run(["make", "-n", "--no-print-directory", "lab", f"VENV={tmp_path / 'venv'}", *settings],
-                              cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+                              cwd=ROOT, capture_output=True, text=True, env=env)  # fmt: skip
 
     lines = dry_run("TORCH=cpu").stdout.splitlines()
     first = [i for i, line in enumerate(lines) if "--index-url https://download.pytorch.org/whl/cpu" in line]

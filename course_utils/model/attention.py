@@ -244,7 +244,8 @@ class MultiHeadAttention(nn.Module):
     ``forward(query (B, T_q, d_model), key (B, T_k, d_model), value (B, T_k, d_model), mask)`` returns
     ``(output, weights)`` as ``nn.MultiheadAttention`` does: output ``(B, T_q, d_model)``, and the per-head
     weights ``(B, n_heads, T_q, T_k)`` only when ``need_weights=True`` (else None). ``mask`` is bool
-    (True = may attend) and broadcasts to ``(B, n_heads, T_q, T_k)``.
+    (True = may attend) and broadcasts to ``(B, n_heads, T_q, T_k)``; a 3-axis mask whose first axis is the batch's
+    (a mask per sequence without the head axis) is refused, since it would meet the heads.
 
     Two paths compute the same function (the tests hold them equal): by default PyTorch's fused
     ``F.scaled_dot_product_attention``, which never builds the ``(T_q, T_k)`` weights, so it is faster and
@@ -336,14 +337,14 @@ class MultiHeadAttention(nn.Module):
         """The bool mask to pass on (True = may attend), and whether the fused kernel should apply the causal
         triangle itself. A triangle tensor is built only where it is needed."""
         B, T_q, T_k = q.size(0), q.size(2), k.size(2)
-        if mask is not None and mask.dim() == 3 and mask.size(0) > 1:
-            # (X, T_q, T_k) lines X up with the heads of (B, h, T_q, T_k): a mask per sequence, with B == h, would
-            # be applied to the heads silently
+        if mask is not None and mask.dim() == 3 and mask.size(0) == B > 1:
+            # (X, T_q, T_k) lines X up with the heads of (B, h, T_q, T_k): a mask per sequence, with B == h, would be
+            # applied to the heads silently (with B != h it fails to broadcast; X == h != B is a mask per head)
             raise ValueError(
-                f"mask of shape {tuple(mask.shape)} has 3 axes: its first would line up with the {self.n_heads} "
-                "heads of the scores (B, h, T_q, T_k), not with the batch. One mask per sequence: mask[:, None], "
-                "(B, 1, T_q, T_k); one per head: mask[None], (1, h, T_q, T_k). (nn.MultiheadAttention reads a 3-axis "
-                "mask as (B * h, T_q, T_k), True = blocked: from one, (~mask).view(B, h, T_q, T_k).)"
+                f"mask of shape {tuple(mask.shape)} has 3 axes, the first of the batch's size {B}: it would line up "
+                "with the heads of the scores (B, h, T_q, T_k), not with the batch. One mask per sequence: "
+                "mask[:, None], (B, 1, T_q, T_k); one per head: mask[None], (1, h, T_q, T_k). (nn.MultiheadAttention "
+                "reads a 3-axis mask as (B * h, T_q, T_k), True = blocked: from one, (~mask).view(B, h, T_q, T_k).)"
             )
         if is_causal and not cached and T_q != T_k:
             raise ValueError(f"is_causal needs T_q == T_k; got T_q={T_q}, T_k={T_k}")
